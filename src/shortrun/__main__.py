@@ -1,0 +1,3 @@
+from shortrun.cli import main
+
+raise SystemExit(main())

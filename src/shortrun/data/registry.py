@@ -1,0 +1,38 @@
+"""Dataset names → their options dataclass and loader, imported lazily."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+
+from shortrun.data.base import DataOptions, LoadedData
+from shortrun.errors import ConfigError
+
+# name -> "module:OptionsClass:loader_function"
+DATASETS: dict[str, str] = {
+    "8gaussians": "shortrun.data.toy2d:ToyOptions:load_toy",
+    "25gaussians": "shortrun.data.toy2d:ToyOptions:load_toy",
+    "digits": "shortrun.data.digits:DigitsOptions:load_digits",
+    "mnist": "shortrun.data.mnist:MnistOptions:load_mnist",
+    "fashion": "shortrun.data.mnist:MnistOptions:load_mnist",
+}
+
+
+def _entry(name: str) -> tuple[str, str, str]:
+    if name not in DATASETS:
+        close = difflib.get_close_matches(name, list(DATASETS), n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(f"data.name: unknown dataset {name!r}.{hint} "
+                          f"Known: {', '.join(sorted(DATASETS))}")
+    module, options, loader = DATASETS[name].split(":")
+    return module, options, loader
+
+
+def dataset_options(name: str) -> type[DataOptions]:
+    module, options, _ = _entry(name)
+    return getattr(importlib.import_module(module), options)
+
+
+def load_data(options: DataOptions) -> LoadedData:
+    module, _, loader = _entry(options.name)
+    return getattr(importlib.import_module(module), loader)(options)

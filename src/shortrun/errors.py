@@ -1,0 +1,27 @@
+"""User-facing errors. Each message says what was wrong and what to do about it."""
+
+
+class ShortrunError(Exception):
+    """An error the command line reports as one line, without a traceback."""
+
+    exit_code = 1
+
+
+class ConfigError(ShortrunError):
+    """A recipe, an override or a command-line option is wrong (exit code 2)."""
+
+    exit_code = 2
+
+
+class CheckpointError(ShortrunError):
+    """A checkpoint file is missing, corrupt, unsafe or of another model."""
+
+
+class DataError(ShortrunError):
+    """A dataset file is missing or malformed."""
+
+
+class DivergenceError(ShortrunError):
+    """Training produced a non-finite or out-of-bound loss or energy."""
+
+    exit_code = 3

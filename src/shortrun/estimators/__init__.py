@@ -1,0 +1,1 @@
+"""Partition functions and likelihoods: exact enumeration, grids, AIS."""

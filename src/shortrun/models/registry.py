@@ -1,0 +1,32 @@
+"""Model names → classes, imported lazily so the CLI starts fast."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from typing import TYPE_CHECKING
+
+from shortrun.errors import ConfigError
+
+if TYPE_CHECKING:
+    from shortrun.data.base import DataInfo
+    from shortrun.models.base import Model
+    from shortrun.train.config import Config
+
+MODELS: dict[str, str] = {
+    "ebm": "shortrun.models.ebm:EBM",
+}
+
+
+def model_class(name: str) -> type[Model]:
+    if name not in MODELS:
+        close = difflib.get_close_matches(name, list(MODELS), n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(f"model.name: unknown model {name!r}.{hint} "
+                          f"Known: {', '.join(sorted(MODELS))}")
+    module, cls = MODELS[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def build_model(cfg: Config, info: DataInfo) -> Model:
+    return model_class(cfg.model.name)(cfg, info)

@@ -1,0 +1,1 @@
+"""The one training loop and what it needs: config, checkpoints, logging, run directories."""

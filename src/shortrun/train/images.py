@@ -1,0 +1,101 @@
+"""Pictures: sample grids for images, scatter + energy heat map for 2-D data."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from shortrun.data.base import DataInfo
+
+
+def to_uint8_grid(x: torch.Tensor, info: DataInfo, nrow: int | None = None,
+                  pad: int = 1) -> np.ndarray:
+    """``(B, C, H, W)`` in ``[info.low, info.high]`` → one ``(H', W', C)`` uint8 mosaic."""
+    x = x.detach().float().cpu()
+    if x.dim() == 2:
+        side = int(math.isqrt(x.shape[1]))
+        x = x.reshape(-1, 1, side, side)
+    lo, hi = (info.low, info.high) if math.isfinite(info.low) else (x.min(), x.max())
+    x = ((x - lo) / max(float(hi - lo), 1e-8)).clamp(0, 1)
+    b, c, h, w = x.shape
+    nrow = nrow or max(1, int(math.ceil(math.sqrt(b))))
+    ncol = int(math.ceil(b / nrow))
+    grid = torch.ones(c, ncol * (h + pad) + pad, nrow * (w + pad) + pad)
+    for i in range(b):
+        r, q = divmod(i, nrow)
+        grid[:, pad + r * (h + pad): pad + r * (h + pad) + h,
+             pad + q * (w + pad): pad + q * (w + pad) + w] = x[i]
+    arr = (grid.permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
+    return arr[:, :, 0] if c == 1 else arr
+
+
+def save_grid(x: torch.Tensor, info: DataInfo, path: Path, scale: int = 0) -> None:
+    from PIL import Image
+
+    arr = to_uint8_grid(x, info)
+    img = Image.fromarray(arr)
+    scale = scale or max(1, 256 // max(arr.shape[0], 1) + 1)
+    if scale > 1:
+        img = img.resize((img.width * scale, img.height * scale), Image.NEAREST)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    img.save(path)
+
+
+def save_samples(x: torch.Tensor, info: DataInfo, path: Path) -> None:
+    if info.shape == (2,):
+        save_scatter_2d(x, path)
+    else:
+        save_grid(x, info, path)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_scatter_2d(x: torch.Tensor, path: Path, half_width: float | None = None) -> None:
+    plt = _pyplot()
+    x = x.detach().cpu().numpy()
+    w = half_width or float(np.abs(x).max()) * 1.05
+    fig, ax = plt.subplots(figsize=(4, 4), dpi=100)
+    ax.scatter(x[:, 0], x[:, 1], s=1, alpha=0.5)
+    ax.set_xlim(-w, w)
+    ax.set_ylim(-w, w)
+    ax.set_aspect("equal")
+    ax.set_title(f"{len(x)} samples")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+
+
+@torch.no_grad()
+def save_density_2d(energy: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, path: Path,
+                    half_width: float = 0.0, n: int = 200) -> None:
+    """Left: the model density ``exp(−E)`` normalised on a grid; right: samples."""
+    plt = _pyplot()
+    pts = x.detach().cpu().numpy()
+    w = half_width or float(np.quantile(np.abs(pts), 0.995)) * 1.3
+    lin = torch.linspace(-w, w, n)
+    xy = torch.cartesian_prod(lin, lin)
+    neg_e = -energy(xy).double()
+    dens = torch.softmax(neg_e, 0).reshape(n, n).T.numpy()
+    fig, axes = plt.subplots(1, 2, figsize=(8, 4), dpi=100)
+    axes[0].imshow(dens, origin="lower", extent=(-w, w, -w, w), cmap="viridis")
+    axes[0].set_title("model density exp(-E)/Z")
+    axes[1].scatter(pts[:, 0], pts[:, 1], s=1, alpha=0.4)
+    axes[1].set_xlim(-w, w)
+    axes[1].set_ylim(-w, w)
+    axes[1].set_title(f"{len(pts)} Langevin samples")
+    for ax in axes:
+        ax.set_aspect("equal")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)

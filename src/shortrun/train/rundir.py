@@ -1,0 +1,44 @@
+"""Run directories: what a run leaves behind and how to find it again."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import yaml
+
+from shortrun.errors import ConfigError
+from shortrun.train.config import Config, config_from_dict
+
+CONFIG = "config.yaml"
+LAST = Path("checkpoints") / "last.pt"
+
+
+def default_run_dir(recipe: str) -> Path:
+    return Path("runs") / f"{recipe or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def prepare_new(run_dir: Path) -> Path:
+    """Create a fresh run directory; refuse one that already holds a run."""
+    run_dir = Path(run_dir)
+    if (run_dir / LAST).exists() or (run_dir / CONFIG).exists():
+        raise ConfigError(f"--out {run_dir} already holds a run; continue it with "
+                          f"--resume {run_dir} or choose another --out")
+    (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (run_dir / "samples").mkdir(exist_ok=True)
+    return run_dir
+
+
+def read_config(run_dir: Path, overrides: list[str] | None = None) -> Config:
+    """The resolved config a run saved, with optional ``--set`` overrides on top."""
+    from shortrun.train.config import apply_overrides
+
+    path = Path(run_dir) / CONFIG
+    if not path.is_file():
+        raise ConfigError(f"{run_dir} is not a run directory (no {CONFIG}); give the --out "
+                          "folder of a `shortrun train` run")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    return config_from_dict(apply_overrides(raw, overrides or []))

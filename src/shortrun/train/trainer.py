@@ -1,0 +1,157 @@
+"""The one training loop, shared by every model.
+
+It owns data order (:class:`EpochBatcher`), optimisers' learning-rate schedules, logging,
+sample grids, atomic checkpoints, the divergence guard and RNG state; the model's
+``training_step`` owns the update itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from shortrun.data.base import LoadedData
+from shortrun.data.registry import load_data
+from shortrun.errors import DivergenceError
+from shortrun.models.base import Model
+from shortrun.models.registry import build_model
+from shortrun.train import checkpoint as ckpt
+from shortrun.train.batcher import EpochBatcher
+from shortrun.train.config import Config, save_config
+from shortrun.train.logger import MetricsLogger, RunningMean
+from shortrun.train.rundir import CONFIG, LAST, prepare_new
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    step: int
+    metrics: dict[str, float]
+
+
+def configure_torch(cfg: Config) -> None:
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+
+
+def check_finite(metrics: dict[str, float], bound: float, step: int, run_dir: Path,
+                 last_good: int | None) -> None:
+    """The divergence guard: NaN/inf anywhere, or an energy past ``train.energy_bound``."""
+    bad = None
+    for key, value in metrics.items():
+        if not math.isfinite(value):
+            bad = f"{key} became {value}"
+            break
+        if key.startswith("energy") and abs(value) > bound:
+            bad = f"{key} reached {value:.4g}, past train.energy_bound={bound:g}"
+            break
+    if bad is None:
+        return
+    where = (f"the last good checkpoint is {run_dir / LAST} (step {last_good}), left intact"
+             if last_good is not None else "no checkpoint was written before it")
+    raise DivergenceError(f"training diverged at step {step}: {bad}; {where}. Try a smaller "
+                          "train.lr or step size, train.grad_clip, or model.energy_reg")
+
+
+class Trainer:
+    def __init__(self, cfg: Config, run_dir: Path, resume: bool = False,
+                 data: LoadedData | None = None) -> None:
+        self.cfg, self.run_dir = cfg, Path(run_dir)
+        configure_torch(cfg)
+        self.device = torch.device(cfg.train.device)
+        self.data = data if data is not None else load_data(cfg.data)
+        self.batcher = EpochBatcher(len(self.data.train), cfg.train.batch_size, cfg.train.seed)
+        t = cfg.train
+        self.total_steps = t.steps if t.steps is not None else t.epochs * self.batcher.steps_per_epoch
+        torch.manual_seed(cfg.train.seed)
+        self.model: Model = build_model(cfg, self.data.info).to(self.device)
+        self.optimizers = self.model.build_optimizers()
+        self.schedulers = {k: torch.optim.lr_scheduler.ExponentialLR(o, gamma=t.lr_decay)
+                           for k, o in self.optimizers.items()}
+        self.step = 0
+        self.last_good: int | None = None
+        if resume:
+            self._restore()
+        else:
+            prepare_new(self.run_dir)
+            save_config(cfg, self.run_dir / CONFIG)
+            self.model.on_train_start(self.data)
+        self.logger = MetricsLogger(self.run_dir)
+        if resume:
+            self.logger.truncate_after(self.step)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state(self) -> dict:
+        return {
+            "model_name": self.cfg.model.name,
+            "step": self.step,
+            "data_info": self.data.info.to_dict(),
+            "model": self.model.state_dict(),
+            "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
+            "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
+            "rng": ckpt.rng_state(),
+            "config": self.cfg.to_dict(),
+        }
+
+    def save(self) -> None:
+        ckpt.save_checkpoint(self.state(), self.run_dir / LAST)
+        self.last_good = self.step
+
+    def _restore(self) -> None:
+        state = ckpt.load_checkpoint(self.run_dir / LAST, self.cfg.model.name)
+        self.model.load_state_dict(state["model"])
+        for k, o in self.optimizers.items():
+            o.load_state_dict(state["optimizers"][k])
+        for k, s in self.schedulers.items():
+            s.load_state_dict(state["schedulers"][k])
+        ckpt.set_rng_state(state["rng"])
+        self.step = self.last_good = int(state["step"])
+        save_config(self.cfg, self.run_dir / CONFIG)
+
+    # ------------------------------------------------------------------ loop
+    def draw(self) -> None:
+        path = self.run_dir / "samples" / f"step_{self.step:07d}.png"
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.cfg.sample.seed + self.step)
+            self.model.eval()
+            self.model.draw(path, self.cfg.sample.n)
+            self.model.train()
+
+    def fit(self) -> TrainResult:
+        t = self.cfg.train
+        spe = self.batcher.steps_per_epoch
+        window, last_logged = RunningMean(), {}
+        bar = tqdm(total=self.total_steps, initial=self.step, disable=not t.progress or None,
+                   desc=self.cfg.recipe or self.cfg.model.name, dynamic_ncols=True)
+        self.model.train()
+        try:
+            while self.step < self.total_steps:
+                idx = self.batcher.indices(self.step)
+                batch = self.data.train[idx].to(self.device, non_blocking=True)
+                metrics = self.model.training_step(batch, self.step, self.optimizers)
+                check_finite(metrics, t.energy_bound, self.step + 1, self.run_dir,
+                             self.last_good)
+                window.add(metrics)
+                self.step += 1
+                bar.update(1)
+                if self.step % spe == 0:
+                    for s in self.schedulers.values():
+                        s.step()
+                done = self.step == self.total_steps
+                if self.step % t.log_every == 0 or done:
+                    last_logged = window.pop()
+                    lr = {f"lr_{k}": o.param_groups[0]["lr"] for k, o in self.optimizers.items()}
+                    self.logger.log(self.step, last_logged, epoch=self.step / spe, **lr)
+                    bar.set_postfix({k: f"{v:.3g}" for k, v in list(last_logged.items())[:4]})
+                if self.step % t.sample_every == 0 or done:
+                    self.draw()
+                if self.step % t.ckpt_every == 0 or done:
+                    self.save()
+        finally:
+            bar.close()
+            self.logger.close()
+        return TrainResult(self.run_dir, self.step, last_logged)
