@@ -66,7 +66,8 @@ class Trainer:
         self.data = data if data is not None else load_data(cfg.data)
         self.batcher = EpochBatcher(len(self.data.train), cfg.train.batch_size, cfg.train.seed)
         t = cfg.train
-        self.total_steps = t.steps if t.steps is not None else t.epochs * self.batcher.steps_per_epoch
+        spe = self.batcher.steps_per_epoch
+        self.total_steps = t.steps if t.steps is not None else t.epochs * spe
         torch.manual_seed(cfg.train.seed)
         self.model: Model = build_model(cfg, self.data.info).to(self.device)
         self.optimizers = self.model.build_optimizers()
