@@ -1,0 +1,58 @@
+import math
+
+import pytest
+import torch
+
+from shortrun.samplers.sources import DataSource, NoiseSource, PersistentChains, ReplayBuffer
+
+
+def test_noise_ranges():
+    g = torch.Generator().manual_seed(0)
+    u = NoiseSource((3,), "uniform", -2.0, 1.0).start(10_000, generator=g)
+    assert u.min() >= -2.0 and u.max() <= 1.0 and u.shape == (10_000, 3)
+    z = NoiseSource((3,), "normal", std=2.0).start(20_000, generator=g)
+    assert abs(z.std().item() - 2.0) < 4 * 2.0 / math.sqrt(2 * 60_000)
+    with pytest.raises(ValueError, match="noise kind must be 'uniform' or 'normal'"):
+        NoiseSource((3,), "cauchy")
+
+
+def test_data_source_copies():
+    data = torch.randn(5, 2)
+    x = DataSource().start(5, data=data)
+    x += 1
+    assert not torch.equal(x, data)
+
+
+def test_replay_buffer_reinit_fraction_and_write_back():
+    torch.manual_seed(0)
+    buf = ReplayBuffer(1000, NoiseSource((2,), "uniform", 10.0, 11.0), reinit=0.2)
+    buf.start(10)
+    buf.finish(torch.zeros(10, 2))
+    buf.store.zero_()  # every stored state is now 0; fresh ones are in [10, 11]
+    n = 20_000
+    x = buf.start(n)
+    fresh = (x[:, 0] >= 10).float().mean().item()
+    assert abs(fresh - 0.2) < 4 * math.sqrt(0.2 * 0.8 / n)
+    buf.finish(torch.full((n, 2), 7.0))
+    assert (buf.store == 7.0).any(1).float().mean() > 0.99  # 20k draws cover ~all 1000 slots
+    with pytest.raises(ValueError, match="reinit fraction must be in"):
+        ReplayBuffer(10, NoiseSource((2,)), reinit=1.5)
+
+
+def test_replay_buffer_state_dict_round_trip():
+    a = ReplayBuffer(50, NoiseSource((2,)), 0.1)
+    a.start(5)
+    b = ReplayBuffer(50, NoiseSource((2,)), 0.1)
+    b.load_state_dict(a.state_dict())
+    assert torch.equal(a.store, b.store) and bool(b.filled)
+
+
+def test_persistent_chains_rotate_and_persist():
+    pc = PersistentChains(6, torch.arange(6.0)[:, None])
+    first = pc.start(4)
+    assert first.squeeze(1).tolist() == [0, 1, 2, 3]
+    pc.finish(first + 100)
+    second = pc.start(4)
+    assert second.squeeze(1).tolist() == [4, 5, 100, 101]
+    with pytest.raises(ValueError, match="only 6 persist"):
+        pc.start(7)
