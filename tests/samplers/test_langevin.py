@@ -79,7 +79,8 @@ def test_generator_reproducible():
 
 
 def test_bad_energy_shape_and_arguments():
-    with pytest.raises(ValueError, match=r"energy must map a batch of 4 to shape \(4,\); got \(4, 1\)"):
+    wrong = r"energy must map a batch of 4 to shape \(4,\); got \(4, 1\)"
+    with pytest.raises(ValueError, match=wrong):
         langevin(lambda x: x.sum(1, keepdim=True), torch.zeros(4, 2), 1, 0.1)
     with pytest.raises(ValueError, match="step_size must be > 0"):
         langevin(quadratic(1.0), torch.zeros(4, 2), 1, 0.0)
