@@ -12,6 +12,12 @@ from shortrun.errors import ConfigError
 DATASETS: dict[str, str] = {
     "8gaussians": "shortrun.data.toy2d:ToyOptions:load_toy",
     "25gaussians": "shortrun.data.toy2d:ToyOptions:load_toy",
+    "rings": "shortrun.data.toy2d:ToyOptions:load_toy",
+    "checkerboard": "shortrun.data.toy2d:ToyOptions:load_toy",
+    "moons": "shortrun.data.toy2d:ToyOptions:load_toy",
+    "swissroll": "shortrun.data.toy2d:ToyOptions:load_toy",
+    "pinwheel": "shortrun.data.toy2d:ToyOptions:load_toy",
+    "spirals": "shortrun.data.toy2d:ToyOptions:load_toy",
     "digits": "shortrun.data.digits:DigitsOptions:load_digits",
     "mnist": "shortrun.data.mnist:MnistOptions:load_mnist",
     "fashion": "shortrun.data.mnist:MnistOptions:load_mnist",
