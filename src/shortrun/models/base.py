@@ -39,6 +39,8 @@ class Model(nn.Module):
     Config: ClassVar[type] = ModelOptions
     metrics: ClassVar[tuple[str, ...]] = ()
     default_metrics: ClassVar[tuple[str, ...]] = ()
+    #: True: ``training_step`` receives ``(x, labels)`` batches instead of ``x``.
+    supervised: ClassVar[bool] = False
 
     def __init__(self, cfg: Config, info: DataInfo) -> None:
         super().__init__()

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 MODELS: dict[str, str] = {
     "ebm": "shortrun.models.ebm:EBM",
+    "classifier": "shortrun.models.classifier:Classifier",
 }
 
 
