@@ -1,0 +1,213 @@
+"""Latent-space EBM prior (Pang, Han, Nijkamp, Zhu, Wu, "Learning Latent Space Energy-Based
+Prior Model", NeurIPS 2020).
+
+Model: ``x = g_β(z) + ε``, ``ε ~ N(0, σ²I)``, with the prior ``p_α(z) ∝ exp(f_α(z)) N(0, σ_p²I)``
+(paper Eq. 1-2). Both parts are learned by maximum likelihood (Eq. 5-7) with two short-run
+Langevin chains from ``N(0, I)`` (Eq. 9-10), run by the library's one kernel:
+
+- prior chain (negative phase): ``K0`` steps of size ``s0`` on ``E_α(z)``;
+- posterior chain (positive phase): ``K1`` steps of size ``s1`` on
+  ``‖x − g_β(z)‖²/(2σ²) + E_α(z)`` = ``−log p(x, z)`` + const — both terms summed into one energy,
+  so each step is one backward pass, with every parameter frozen (no parameter-gradient work).
+
+Updates, in the order of the authors' ``train_svhn.py``: posterior chain, prior chain, generator
+step on ``Σ_pixels ‖x − g(z⁺)‖² / B``, EBM step on ``mean E_α(z⁺) − mean E_α(z⁻)`` (the
+contrastive objective, Eq. 7). ``model.prior: gaussian`` removes the EBM (the paper's ablation).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from shortrun.data.base import DataInfo
+from shortrun.models.base import Model, ModelOptions
+from shortrun.models.lebm_nets import ACTIVATIONS, GENERATORS, Generator, PriorTilt, pick_generator
+from shortrun.objectives.contrastive import contrastive_loss
+from shortrun.samplers.langevin import LangevinInfo, langevin
+from shortrun.train.fields import fld
+
+
+@dataclass
+class LEBMOptions(ModelOptions):
+    name: str = fld("lebm")
+    prior: str = fld("ebm", choices=("ebm", "gaussian"), doc="gaussian: the EBM removed")
+    generator: str = fld("auto", choices=GENERATORS, doc="auto: picked from the data shape")
+    nz: int = fld(100, gt=0, doc="latent dimension")
+    ngf: int = fld(64, gt=0, doc="generator width")
+    ndf: int = fld(200, gt=0, doc="prior MLP width")
+    prior_act: str = fld("gelu", choices=tuple(ACTIVATIONS))
+    prior_sigma: float = fld(1.0, gt=0, doc="σ_p of the Gaussian reference N(0, σ_p²I)")
+    init_sigma: float = fld(1.0, gt=0, doc="both chains start at N(0, init_sigma²I)")
+    llhd_sigma: float = fld(0.3, gt=0, doc="σ of the observation noise ε ~ N(0, σ²I)")
+    prior_steps: int = fld(60, gt=0, doc="K0, prior chain length")
+    prior_step_size: float = fld(0.4, gt=0, doc="s0")
+    post_steps: int = fld(20, gt=0, doc="K1, posterior chain length")
+    post_step_size: float = fld(0.1, gt=0, doc="s1")
+    lr_prior: float = fld(2e-5, gt=0, doc="Adam lr of the prior EBM (train.lr: generator)")
+    channels_last: bool = fld(True, doc="NHWC generator (faster on CPU, same results)")
+    eval_post_steps: int | None = fld(None, gt=0,
+                                      doc="posterior steps for mse/auprc; default post_steps")
+
+
+@contextlib.contextmanager
+def frozen(*modules: nn.Module) -> Iterator[None]:
+    """Parameters stop requiring grad inside the block: chains then build a graph through z
+    only, so a backward pass computes input gradients and no weight gradients."""
+    params = [p for m in modules for p in m.parameters()]
+    flags = [p.requires_grad for p in params]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, f in zip(params, flags, strict=True):
+            p.requires_grad_(f)
+
+
+class LEBM(Model):
+    name = "lebm"
+    Config = LEBMOptions
+    metrics = ("mse", "fd", "auprc")
+    default_metrics = ("mse", "fd")
+
+    def __init__(self, cfg, info: DataInfo) -> None:
+        super().__init__(cfg, info)
+        m: LEBMOptions = cfg.model
+        kind = pick_generator(m.generator, info.shape)
+        self.generator = Generator(kind, m.nz, m.ngf, m.channels_last)
+        self.tilt = PriorTilt(m.nz, m.ndf, m.prior_act) if m.prior == "ebm" else None
+
+    # --- energies (shortrun's sign: p ∝ exp(−E)) ------------------------------------------
+    def prior_energy(self, z: torch.Tensor) -> torch.Tensor:
+        """``E_α(z) = −f_α(z) + ‖z‖²/(2σ_p²)``.
+
+        The one place the paper's sign is translated: Pang et al. (2020) Eq. 1 writes
+        ``p_α(z) = exp(f_α(z)) p_0(z) / Z(α)`` with ``p_0 = N(0, σ_p²I)``; so
+        ``−log p_α(z) = −f_α(z) + ‖z‖²/(2σ_p²) + const``. With ``prior: gaussian``, ``f ≡ 0``.
+        """
+        z = z.reshape(z.shape[0], -1)
+        e = z.pow(2).sum(1) / (2 * self.cfg.model.prior_sigma ** 2)
+        return e if self.tilt is None else e - self.tilt(z)
+
+    def recon_energy(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``−log p_β(x|z)`` + const ``= ‖x − g_β(z)‖²/(2σ²)`` summed over pixels."""
+        r = (x - self.generator(z)).flatten(1)
+        return r.pow(2).sum(1) / (2 * self.cfg.model.llhd_sigma ** 2)
+
+    def posterior_energy(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``−log p(x, z)`` up to a constant: the energy of the posterior chain (Eq. 10)."""
+        return self.recon_energy(z, x) + self.prior_energy(z)
+
+    # --- chains --------------------------------------------------------------------------
+    def init_z(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        return self.cfg.model.init_sigma * torch.randn(
+            (n, self.cfg.model.nz), generator=generator, device=self.device)
+
+    def sample_prior(self, n: int, steps: int | None = None,
+                     generator: torch.Generator | None = None,
+                     callback: Callable[[int, torch.Tensor, LangevinInfo], None] | None = None,
+                     ) -> torch.Tensor:
+        """Short-run (or, with ``steps``, long-run) prior chain from ``N(0, init_sigma²I)``.
+
+        With the Gaussian prior the draw is exact and no chain is run (unless a callback asks
+        for a trace)."""
+        m: LEBMOptions = self.cfg.model
+        if self.tilt is None and callback is None:
+            return m.prior_sigma * torch.randn((n, m.nz), generator=generator, device=self.device)
+        with frozen(self):
+            z, _ = langevin(self.prior_energy, self.init_z(n, generator), steps or m.prior_steps,
+                            m.prior_step_size, 1.0, generator=generator, callback=callback)
+        return z
+
+    def sample_posterior(self, x: torch.Tensor, steps: int | None = None,
+                         generator: torch.Generator | None = None) -> torch.Tensor:
+        """Short-run posterior chain ``z ~ p(z | x)`` from ``N(0, init_sigma²I)``."""
+        m: LEBMOptions = self.cfg.model
+        with frozen(self):
+            z0 = self.init_z(x.shape[0], generator)
+            z, _ = langevin(lambda z: self.posterior_energy(z, x), z0, steps or m.post_steps,
+                            m.post_step_size, 1.0, generator=generator)
+        return z
+
+    # --- training ------------------------------------------------------------------------
+    def build_optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        t, m = self.cfg.train, self.cfg.model
+        opts = {"generator": torch.optim.Adam(self.generator.parameters(), lr=t.lr,
+                                              betas=t.betas, weight_decay=t.weight_decay)}
+        if self.tilt is not None:
+            opts["prior"] = torch.optim.Adam(self.tilt.parameters(), lr=m.lr_prior,
+                                             betas=t.betas, weight_decay=t.weight_decay)
+        return opts
+
+    def training_step(self, batch, step, optimizers):
+        x = batch
+        z_pos = self.sample_posterior(x)
+        z_neg = self.sample_prior(x.shape[0]) if self.tilt is not None else None
+        # Generator: the official loss Σ_pixels ‖x − g(z⁺)‖² / B (σ² is absorbed by Adam).
+        sq = (x - self.generator(z_pos)).flatten(1).pow(2).sum(1)
+        loss_g = sq.mean()
+        self.optimizer_step(optimizers["generator"], loss_g, self.generator.parameters())
+        metrics = {"loss": float(loss_g.detach()),
+                   "mse_post": float(sq.detach().mean()) / x[0].numel()}
+        if self.tilt is not None:
+            out = contrastive_loss(self.prior_energy(z_pos), self.prior_energy(z_neg))
+            self.optimizer_step(optimizers["prior"], out.loss, self.tilt.parameters())
+            metrics.update({("loss_prior" if k == "loss" else k): v
+                            for k, v in out.metrics.items()})
+        else:
+            with torch.no_grad():
+                metrics["energy_pos"] = float(self.prior_energy(z_pos).mean())
+        return metrics
+
+    # --- use -----------------------------------------------------------------------------
+    @torch.no_grad()
+    def sample(self, n, steps=None, generator=None):
+        steps = steps or self.cfg.sample.steps
+        return self.generator(self.sample_prior(n, steps, generator))
+
+    def energy_trace(self, n: int, steps: int, every: int = 1,
+                     generator: torch.Generator | None = None) -> dict[str, list[float]]:
+        """Long-run prior chain with ``E_α`` logged along it (the paper's §5.5 analysis).
+
+        Returns ``step`` and ``energy`` (mean ``E_α`` over ``n`` chains before each logged step)
+        and ``energy_std``."""
+        out: dict[str, list[float]] = {"step": [], "energy": [], "energy_std": []}
+
+        def log(k: int, z: torch.Tensor, info: LangevinInfo) -> None:
+            if k % every == 0 or k == steps - 1:
+                out["step"].append(k)
+                out["energy"].append(float(info.energy.mean()))
+                out["energy_std"].append(float(info.energy.std()))
+
+        self.sample_prior(n, steps, generator, callback=log)
+        return out
+
+    @torch.no_grad()
+    def reconstruct(self, x: torch.Tensor, steps: int | None = None,
+                    generator: torch.Generator | None = None) -> torch.Tensor:
+        """``g(z)`` at a posterior sample ``z`` (short-run posterior chain)."""
+        return self.generator(self.sample_posterior(x, steps, generator))
+
+    @torch.no_grad()
+    def anomaly_score(self, x: torch.Tensor, steps: int | None = None,
+                      generator: torch.Generator | None = None) -> torch.Tensor:
+        """``−log p(x, z)`` up to a constant at one posterior sample ``z`` — that is
+        ``‖x − g(z)‖²/(2σ²) − f_α(z) + ‖z‖²/(2σ_p²)``. Higher means more anomalous (the paper
+        thresholds the unnormalised ``log p(x, z)``; this is its negative)."""
+        z = self.sample_posterior(x, steps, generator)
+        return self.posterior_energy(z, x)
+
+    def draw(self, path, n):
+        from shortrun.train.images import save_samples
+
+        save_samples(self.sample(n), self.info, path)
+
+    def evaluate(self, metrics, data, run_dir):
+        from shortrun.models.lebm_eval import evaluate_lebm
+
+        return evaluate_lebm(self, metrics, data, run_dir)

@@ -1,0 +1,89 @@
+"""Networks of the latent-space EBM prior model (Pang, Han, Nijkamp, Zhu, Wu, NeurIPS 2020).
+
+- Generators ``g_β: z ∈ R^nz → x``: transposed-convolution stacks ending in ``tanh`` (images in
+  [-1, 1]), LeakyReLU(0.2), no BatchNorm, Xavier-normal init of every convolution weight, as
+  in the authors' SVHN script (``_netG``). Three sizes: 28×28×1 (MNIST), 32×32×3 (SVHN,
+  CIFAR-10; the official net) and 64×64×3 (CelebA).
+- The prior's tilt ``f_α: R^nz → R``: an MLP nz → ndf → ndf → 1 with GELU (``_netE``), Linear
+  layers keeping PyTorch's default init like the official script (its Xavier init touches only
+  modules whose class name contains "Conv").
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from shortrun.errors import ConfigError
+
+GENERATORS = ("auto", "mnist28", "svhn32", "celeba64")
+SHAPES = {"mnist28": (1, 28, 28), "svhn32": (3, 32, 32), "celeba64": (3, 64, 64)}
+ACTIVATIONS = {"gelu": nn.GELU, "lrelu": lambda: nn.LeakyReLU(0.2), "silu": nn.SiLU}
+
+
+def _up(c_in: int, c_out: int, kernel: int = 4, stride: int = 2, pad: int = 1) -> list[nn.Module]:
+    return [nn.ConvTranspose2d(c_in, c_out, kernel, stride, pad), nn.LeakyReLU(0.2)]
+
+
+def generator_layers(kind: str, nz: int, ngf: int) -> list[nn.Module]:
+    """The layer list of generator ``kind`` for a ``(B, nz, 1, 1)`` input."""
+    if kind == "mnist28":
+        # 1 → 7 → 14 → 28: the DCGAN-style MNIST net used for the paper's anomaly protocol.
+        return [*_up(nz, ngf * 4, 7, 1, 0), *_up(ngf * 4, ngf * 2),
+                nn.ConvTranspose2d(ngf * 2, 1, 4, 2, 1), nn.Tanh()]
+    if kind == "svhn32":
+        # 1 → 4 → 8 → 16 → 32, exactly the official SVHN generator.
+        return [*_up(nz, ngf * 8, 4, 1, 0), *_up(ngf * 8, ngf * 4), *_up(ngf * 4, ngf * 2),
+                nn.ConvTranspose2d(ngf * 2, 3, 4, 2, 1), nn.Tanh()]
+    if kind == "celeba64":
+        # 1 → 4 → 8 → 16 → 32 → 64: the official net with one more doubling stage.
+        return [*_up(nz, ngf * 8, 4, 1, 0), *_up(ngf * 8, ngf * 4), *_up(ngf * 4, ngf * 2),
+                *_up(ngf * 2, ngf), nn.ConvTranspose2d(ngf, 3, 4, 2, 1), nn.Tanh()]
+    raise ValueError(f"unknown generator {kind!r}")
+
+
+def pick_generator(kind: str, shape: tuple[int, ...]) -> str:
+    """Resolve ``model.generator: auto`` from the data shape; check an explicit choice fits."""
+    if kind == "auto":
+        for name, s in SHAPES.items():
+            if tuple(shape) == s:
+                return name
+        raise ConfigError(f"model.generator: no LEBM generator for data of shape {tuple(shape)}; "
+                          "supported shapes are 1x28x28, 3x32x32 and 3x64x64")
+    if tuple(shape) != SHAPES[kind]:
+        raise ConfigError(f"model.generator: {kind!r} makes images of shape {SHAPES[kind]} but "
+                          f"the data has shape {tuple(shape)}; use model.generator=auto")
+    return kind
+
+
+class Generator(nn.Module):
+    """``g_β(z)``: ``(B, nz)`` → ``(B, C, H, W)`` in [-1, 1]."""
+
+    def __init__(self, kind: str, nz: int, ngf: int, channels_last: bool = False) -> None:
+        super().__init__()
+        self.kind, self.nz = kind, nz
+        self.net = nn.Sequential(*generator_layers(kind, nz, ngf))
+        for m in self.modules():
+            if isinstance(m, nn.ConvTranspose2d):
+                nn.init.xavier_normal_(m.weight)
+        # NHWC lets oneDNN pick faster transposed-convolution kernels on CPU (bench/lebm_speed.py
+        # measures it); the arithmetic is the same up to float rounding.
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self.net.to(memory_format=self.memory_format)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        z = z.reshape(z.shape[0], self.nz, 1, 1).contiguous(memory_format=self.memory_format)
+        return self.net(z)
+
+
+class PriorTilt(nn.Module):
+    """``f_α(z)``, the negative energy that tilts the Gaussian reference (paper Eq. 1)."""
+
+    def __init__(self, nz: int, ndf: int, act: str = "gelu") -> None:
+        super().__init__()
+        make = ACTIVATIONS[act]
+        self.net = nn.Sequential(nn.Linear(nz, ndf), make(), nn.Linear(ndf, ndf), make(),
+                                 nn.Linear(ndf, 1))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.net(z.reshape(z.shape[0], -1)).squeeze(-1)
