@@ -21,6 +21,9 @@ DATASETS: dict[str, str] = {
     "digits": "shortrun.data.digits:DigitsOptions:load_digits",
     "mnist": "shortrun.data.mnist:MnistOptions:load_mnist",
     "fashion": "shortrun.data.mnist:MnistOptions:load_mnist",
+    "svhn": "shortrun.data.svhn:SvhnOptions:load_svhn",
+    "cifar10": "shortrun.data.cifar10:Cifar10Options:load_cifar10",
+    "celeba64": "shortrun.data.celeba:CelebaOptions:load_celeba",
 }
 
 
