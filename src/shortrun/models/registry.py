@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 MODELS: dict[str, str] = {
     "ebm": "shortrun.models.ebm:EBM",
     "classifier": "shortrun.models.classifier:Classifier",
+    "lebm": "shortrun.models.lebm:LEBM",
 }
 
 
