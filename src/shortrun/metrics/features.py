@@ -120,7 +120,7 @@ def classifier_extractor(run_dir: Path, name: str | None = None) -> Extractor:
 
 def fd_kid(extractor: Extractor, generated: torch.Tensor, reference: torch.Tensor,
            info: DataInfo | None = None, metrics: tuple[str, ...] = ("fd", "kid"),
-           batch_size: int = 500, seed: int = 0) -> dict[str, float]:
+           batch_size: int = 500, seed: int = 0, kid_subsets: int = 100) -> dict[str, float]:
     """FD and/or KID between ``generated`` and ``reference`` images (model space of ``info``).
 
     Keys: ``fd`` with ``fd_n`` / ``fd_n_ref`` (sample sizes, always beside the value) and
@@ -135,7 +135,7 @@ def fd_kid(extractor: Extractor, generated: torch.Tensor, reference: torch.Tenso
         sa, sb = frechet_stats(fa), frechet_stats(fb)
         out.update(fd=frechet_distance_from_stats(sa, sb), fd_n=sa.n, fd_n_ref=sb.n)
     if "kid" in metrics:
-        mean, std = kid(fa, fb, subset_size=min(1000, len(fa), len(fb)), seed=seed)
+        mean, std = kid(fa, fb, n_subsets=kid_subsets, subset_size=1000, seed=seed)
         out.update(kid=mean, kid_std=std, kid_n=min(len(fa), len(fb)))
     return out
 

@@ -16,20 +16,29 @@ from shortrun.errors import ConfigError
 from shortrun.metrics.frechet import as_features
 
 
-def polynomial_kernel(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``k(x, y) = (xᵀy / d + 1)³`` for every pair of rows."""
+def polynomial_kernel(x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor) -> np.ndarray:
+    """``k(x, y) = (xᵀy / d + 1)³`` for every pair of rows (float64)."""
+    return _kernel(_t(x), _t(y)).numpy()
+
+
+def _t(x: np.ndarray | torch.Tensor) -> torch.Tensor:
+    return torch.as_tensor(x, dtype=torch.float64)
+
+
+def _kernel(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    # torch rather than numpy: its matmul behaves on a shared, oversubscribed CPU where
+    # OpenBLAS's thread pool can be ~10× slower for these small products.
     return (x @ y.T / x.shape[1] + 1.0) ** 3
 
 
-def mmd2_unbiased(x: np.ndarray, y: np.ndarray) -> float:
+def mmd2_unbiased(x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor) -> float:
     """Unbiased MMD² between equal-size samples ``x`` and ``y`` (diagonals excluded)."""
+    x, y = _t(x), _t(y)
     m = x.shape[0]
-    k_xx = polynomial_kernel(x, x)
-    k_yy = polynomial_kernel(y, y)
-    k_xy = polynomial_kernel(x, y)
+    k_xx, k_yy, k_xy = _kernel(x, x), _kernel(y, y), _kernel(x, y)
     off = m * (m - 1)
-    return float((k_xx.sum() - np.trace(k_xx)) / off + (k_yy.sum() - np.trace(k_yy)) / off
-                 - 2.0 * k_xy.mean())
+    return float((k_xx.sum() - k_xx.diagonal().sum()) / off
+                 + (k_yy.sum() - k_yy.diagonal().sum()) / off - 2.0 * k_xy.mean())
 
 
 def kid(feats_a: np.ndarray | torch.Tensor, feats_b: np.ndarray | torch.Tensor,
@@ -47,7 +56,8 @@ def kid(feats_a: np.ndarray | torch.Tensor, feats_b: np.ndarray | torch.Tensor,
                           f"and {subset_size}")
     size = min(subset_size, a.shape[0], b.shape[0])
     rng = np.random.default_rng(seed)
-    values = np.array([mmd2_unbiased(a[rng.choice(a.shape[0], size, replace=False)],
-                                     b[rng.choice(b.shape[0], size, replace=False)])
+    ta, tb = _t(a), _t(b)
+    values = np.array([mmd2_unbiased(ta[rng.choice(a.shape[0], size, replace=False)],
+                                     tb[rng.choice(b.shape[0], size, replace=False)])
                        for _ in range(n_subsets)])
     return float(values.mean()), float(values.std(ddof=1) if n_subsets > 1 else 0.0)
