@@ -1,4 +1,4 @@
-"""Command line: ``shortrun recipes | train | sample | eval``.
+"""Command line: ``shortrun recipes | train | sample | eval | report``.
 
 Every user error is one line on stderr and an exit code (2: bad config or options;
 1: missing data, bad checkpoint; 3: training diverged) — never a traceback.
@@ -46,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--metrics", default=None, help="comma-separated metric names")
     e.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     _data_dir(e)
+
+    r = sub.add_parser("report", help="write an HTML report of a run (RUN_DIR/report/)")
+    r.add_argument("run_dir", type=Path)
+    r.add_argument("--out", type=Path, help="folder for index.html and its PNGs")
     return p
 
 
@@ -85,10 +89,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         cfg = resolve(args.recipe, args.overrides)
         trainer = Trainer(cfg, args.out or default_run_dir(cfg.recipe))
-    result = trainer.fit()
-    shown = ", ".join(f"{k}={v:.4g}" for k, v in list(result.metrics.items())[:6])
-    print(f"trained {cfg.recipe or cfg.model.name} to step {result.step}: {shown}")
-    print(f"run directory: {result.run_dir}")
+    try:
+        result = trainer.fit()
+    finally:
+        trainer.close()
+    if trainer.dist.is_main:
+        shown = ", ".join(f"{k}={v:.4g}" for k, v in list(result.metrics.items())[:6])
+        print(f"trained {cfg.recipe or cfg.model.name} to step {result.step}: {shown}")
+        print(f"run directory: {result.run_dir}")
     return 0
 
 
@@ -152,7 +160,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"recipes": cmd_recipes, "train": cmd_train, "sample": cmd_sample, "eval": cmd_eval}
+def cmd_report(args: argparse.Namespace) -> int:
+    from shortrun.report import write_report
+
+    print(f"wrote {write_report(args.run_dir, args.out)}")
+    return 0
+
+
+COMMANDS = {"recipes": cmd_recipes, "train": cmd_train, "sample": cmd_sample, "eval": cmd_eval,
+            "report": cmd_report}
 
 
 def main(argv: list[str] | None = None) -> int:

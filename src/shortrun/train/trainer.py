@@ -20,6 +20,7 @@ from shortrun.errors import DivergenceError
 from shortrun.models.base import Model
 from shortrun.models.registry import build_model
 from shortrun.train import checkpoint as ckpt
+from shortrun.train import distributed as dist
 from shortrun.train.batcher import EpochBatcher
 from shortrun.train.config import Config, save_config
 from shortrun.train.logger import MetricsLogger, RunningMean
@@ -63,14 +64,23 @@ class Trainer:
         self.cfg, self.run_dir = cfg, Path(run_dir)
         configure_torch(cfg)
         self.device = torch.device(cfg.train.device)
+        self.dist = dist.init_from_env(cfg.train.device)
         self.data = data if data is not None else load_data(cfg.data)
-        self.batcher = EpochBatcher(len(self.data.train), cfg.train.batch_size, cfg.train.seed)
+        self.batcher = EpochBatcher(len(self.data.train), cfg.train.batch_size, cfg.train.seed,
+                                    rank=self.dist.rank, world=self.dist.world)
         t = cfg.train
         spe = self.batcher.steps_per_epoch
         self.total_steps = t.steps if t.steps is not None else t.epochs * spe
         torch.manual_seed(cfg.train.seed)
         self.model: Model = build_model(cfg, self.data.info).to(self.device)
+        if self.dist.enabled:
+            dist.broadcast_parameters(self.model)
+            # every rank runs its own chains: a distinct random stream per rank
+            torch.manual_seed(cfg.train.seed + 7919 * self.dist.rank)
         self.optimizers = self.model.build_optimizers()
+        if self.dist.enabled:
+            for opt in self.optimizers.values():
+                dist.average_gradients_before_step(opt, self.dist.world)
         self.schedulers = {k: torch.optim.lr_scheduler.ExponentialLR(o, gamma=t.lr_decay)
                            for k, o in self.optimizers.items()}
         self.step = 0
@@ -78,10 +88,11 @@ class Trainer:
         if resume:
             self._restore()
         else:
-            prepare_new(self.run_dir)
-            save_config(cfg, self.run_dir / CONFIG)
+            if self.dist.is_main:
+                prepare_new(self.run_dir)
+                save_config(cfg, self.run_dir / CONFIG)
             self.model.on_train_start(self.data)
-        self.logger = MetricsLogger(self.run_dir)
+        self.logger = MetricsLogger(self.run_dir, enabled=self.dist.is_main)
         if resume:
             self.logger.truncate_after(self.step)
 
@@ -99,7 +110,15 @@ class Trainer:
         }
 
     def save(self) -> None:
-        ckpt.save_checkpoint(self.state(), self.run_dir / LAST)
+        """Rank 0 writes; with several ranks every rank's chains and RNG go in as shards."""
+        shard = {"buffers": dict(self.model.named_buffers()), "rng": ckpt.rng_state()}
+        shards = dist.gather_objects(shard, self.dist)
+        if self.dist.is_main:
+            state = self.state()
+            state["world_size"] = self.dist.world
+            if self.dist.enabled:
+                state["shards"] = shards
+            ckpt.save_checkpoint(state, self.run_dir / LAST)
         self.last_good = self.step
 
     def _restore(self) -> None:
@@ -110,8 +129,15 @@ class Trainer:
         for k, s in self.schedulers.items():
             s.load_state_dict(state["schedulers"][k])
         ckpt.set_rng_state(state["rng"])
+        saved_world = int(state.get("world_size", 1))
+        dist.check_world(saved_world, self.dist)
+        if "shards" in state and self.dist.enabled:
+            shard = state["shards"][self.dist.rank]
+            self.model.load_state_dict({**self.model.state_dict(), **shard["buffers"]})
+            ckpt.set_rng_state(shard["rng"])
         self.step = self.last_good = int(state["step"])
-        save_config(self.cfg, self.run_dir / CONFIG)
+        if self.dist.is_main:
+            save_config(self.cfg, self.run_dir / CONFIG)
 
     # ------------------------------------------------------------------ loop
     def draw(self) -> None:
@@ -126,7 +152,8 @@ class Trainer:
         t = self.cfg.train
         spe = self.batcher.steps_per_epoch
         window, last_logged = RunningMean(), {}
-        bar = tqdm(total=self.total_steps, initial=self.step, disable=not t.progress or None,
+        show = t.progress and self.dist.is_main
+        bar = tqdm(total=self.total_steps, initial=self.step, disable=not show or None,
                    desc=self.cfg.recipe or self.cfg.model.name, dynamic_ncols=True)
         self.model.train()
         try:
@@ -136,6 +163,7 @@ class Trainer:
                 if self.model.supervised:  # e.g. the feature classifier: (images, labels)
                     batch = (batch, self.data.train_labels[idx].to(self.device))
                 metrics = self.model.training_step(batch, self.step, self.optimizers)
+                metrics = dist.mean_metrics(metrics, self.dist)
                 check_finite(metrics, t.energy_bound, self.step + 1, self.run_dir,
                              self.last_good)
                 window.add(metrics)
@@ -150,11 +178,18 @@ class Trainer:
                     lr = {f"lr_{k}": o.param_groups[0]["lr"] for k, o in self.optimizers.items()}
                     self.logger.log(self.step, last_logged, epoch=self.step / spe, **lr)
                     bar.set_postfix({k: f"{v:.3g}" for k, v in list(last_logged.items())[:4]})
-                if self.step % t.sample_every == 0 or done:
+                if (self.step % t.sample_every == 0 or done) and self.dist.is_main:
                     self.draw()
                 if self.step % t.ckpt_every == 0 or done:
                     self.save()
+            if self.dist.enabled:
+                synced = dist.parameters_identical(self.model, self.dist)
+                self.logger.log(self.step, {"params_identical_across_ranks": float(synced)},
+                                world_size=self.dist.world)
         finally:
             bar.close()
             self.logger.close()
         return TrainResult(self.run_dir, self.step, last_logged)
+
+    def close(self) -> None:
+        dist.shutdown(self.dist)

@@ -1,0 +1,110 @@
+"""Data parallelism with ``torch.distributed``, switched on by torchrun's environment.
+
+``torchrun --nproc_per_node=N -m shortrun train ...`` sets ``WORLD_SIZE``/``RANK``; the Trainer
+then (1) gives every rank a distinct slice of each global batch (:class:`EpochBatcher`),
+(2) averages gradients across ranks right before every ``optimizer.step()`` through a step
+pre-hook — the same averaged gradient DistributedDataParallel computes, but also correct for
+models that call their networks many times per update (Langevin chains) or write closed-form
+gradients into ``.grad`` (RBMs), which DDP's forward-wrapper cannot see — and (3) lets only
+rank 0 log, draw and write checkpoints. Each rank keeps its own chains, replay-buffer shard
+and RNG stream; rank 0 gathers them into the checkpoint as per-rank shards.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from shortrun.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    world: int = 1
+
+    @property
+    def enabled(self) -> bool:
+        return self.world > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init_from_env(device: str) -> DistInfo:
+    """Join the process group torchrun describes; a no-op for a single process."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistInfo()
+    if not dist.is_initialized():
+        backend = "nccl" if device.startswith("cuda") else "gloo"
+        dist.init_process_group(backend=backend)
+    return DistInfo(rank=dist.get_rank(), world=dist.get_world_size())
+
+
+def shutdown(info: DistInfo) -> None:
+    if info.enabled and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def average_gradients_before_step(optimizer: torch.optim.Optimizer, world: int) -> None:
+    """Register a pre-step hook that all-reduces (averages) every gradient of ``optimizer``."""
+
+    def hook(opt: torch.optim.Optimizer, args, kwargs) -> None:
+        grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
+        if not grads:
+            return
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        flat /= world
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset : offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+    optimizer.register_step_pre_hook(hook)
+
+
+def mean_metrics(metrics: dict[str, float], info: DistInfo) -> dict[str, float]:
+    """Average scalar metrics over ranks, so every rank's divergence guard agrees."""
+    if not info.enabled or not metrics:
+        return metrics
+    keys = sorted(metrics)
+    t = torch.tensor([float(metrics[k]) for k in keys], dtype=torch.float64)
+    dist.all_reduce(t)
+    return {k: float(v) / info.world for k, v in zip(keys, t.tolist(), strict=True)}
+
+
+def broadcast_parameters(module: torch.nn.Module) -> None:
+    for tensor in list(module.parameters()):
+        dist.broadcast(tensor.data, src=0)
+
+
+def gather_objects(obj, info: DistInfo) -> list:
+    if not info.enabled:
+        return [obj]
+    out: list = [None] * info.world
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def parameters_identical(module: torch.nn.Module, info: DistInfo) -> bool:
+    """True when every rank holds bit-identical parameters (checked at the end of a run)."""
+    if not info.enabled:
+        return True
+    flat = torch.cat([p.detach().reshape(-1).double() for p in module.parameters()])
+    lo, hi = flat.clone(), flat.clone()
+    dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+    dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+    return bool(torch.equal(lo, hi))
+
+
+def check_world(saved: int, info: DistInfo) -> None:
+    if saved != info.world and info.world > 1:
+        raise ConfigError(f"this checkpoint was written by {saved} process(es); resume it with "
+                          f"torchrun --nproc_per_node={saved}, or in a single process (which "
+                          f"keeps rank 0's chains)")
