@@ -80,6 +80,15 @@ class Model(nn.Module):
         optimizer.step()
         return norm
 
+    def compile_networks(self, backend: str = "inductor") -> None:
+        """``torch.compile`` every network in place (``nn.Module.compile`` keeps state-dict
+        keys, so checkpoints are unchanged); chain sources hold no computation and are skipped.
+        """
+        for child in self.children():
+            if hasattr(child, "start") and hasattr(child, "finish"):
+                continue
+            child.compile(backend=backend, dynamic=False)
+
     # --- use ------------------------------------------------------------------------------
     def sample(self, n: int, steps: int | None = None,
                generator: torch.Generator | None = None) -> torch.Tensor:

@@ -44,8 +44,10 @@ class TrainConfig:
     device: str = fld("cpu")
     threads: int | None = fld(None, gt=0, doc="torch intra-op threads; default: torch's")
     progress: bool = True
-    precision: str = fld("fp32", choices=("fp32", "bf16"))
-    compile: bool = False
+    precision: str = fld("fp32", choices=("fp32", "bf16"),
+                         doc="bf16: training steps run under torch.autocast(bfloat16)")
+    compile: bool = fld(False, doc="torch.compile the model's networks (chains included)")
+    compile_backend: str = fld("inductor", choices=("inductor", "aot_eager", "eager"))
 
 
 @dataclass

@@ -77,6 +77,8 @@ class Trainer:
             dist.broadcast_parameters(self.model)
             # every rank runs its own chains: a distinct random stream per rank
             torch.manual_seed(cfg.train.seed + 7919 * self.dist.rank)
+        if t.compile:
+            self.model.compile_networks(t.compile_backend)
         self.optimizers = self.model.build_optimizers()
         if self.dist.enabled:
             for opt in self.optimizers.values():
@@ -148,6 +150,11 @@ class Trainer:
             self.model.draw(path, self.cfg.sample.n)
             self.model.train()
 
+    def autocast(self):
+        """bf16 autocast for ``train.precision: bf16``; parameters and chains stay fp32."""
+        enabled = self.cfg.train.precision == "bf16"
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=enabled)
+
     def fit(self) -> TrainResult:
         t = self.cfg.train
         spe = self.batcher.steps_per_epoch
@@ -162,7 +169,8 @@ class Trainer:
                 batch = self.data.train[idx].to(self.device, non_blocking=True)
                 if self.model.supervised:  # e.g. the feature classifier: (images, labels)
                     batch = (batch, self.data.train_labels[idx].to(self.device))
-                metrics = self.model.training_step(batch, self.step, self.optimizers)
+                with self.autocast():
+                    metrics = self.model.training_step(batch, self.step, self.optimizers)
                 metrics = dist.mean_metrics(metrics, self.dist)
                 check_finite(metrics, t.energy_bound, self.step + 1, self.run_dir,
                              self.last_good)
