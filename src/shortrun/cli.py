@@ -89,10 +89,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         cfg = resolve(args.recipe, args.overrides)
         trainer = Trainer(cfg, args.out or default_run_dir(cfg.recipe))
-    result = trainer.fit()
-    shown = ", ".join(f"{k}={v:.4g}" for k, v in list(result.metrics.items())[:6])
-    print(f"trained {cfg.recipe or cfg.model.name} to step {result.step}: {shown}")
-    print(f"run directory: {result.run_dir}")
+    try:
+        result = trainer.fit()
+    finally:
+        trainer.close()
+    if trainer.dist.is_main:
+        shown = ", ".join(f"{k}={v:.4g}" for k, v in list(result.metrics.items())[:6])
+        print(f"trained {cfg.recipe or cfg.model.name} to step {result.step}: {shown}")
+        print(f"run directory: {result.run_dir}")
     return 0
 
 
