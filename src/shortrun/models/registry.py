@@ -15,7 +15,13 @@ if TYPE_CHECKING:
 
 MODELS: dict[str, str] = {
     "ebm": "shortrun.models.ebm:EBM",
+    "dsm": "shortrun.models.score:DSM",
+    "ssm": "shortrun.models.score:SSM",
+    "sm": "shortrun.models.score:SM",
+    "rbm": "shortrun.models.rbm:BernoulliRBM",
+    "grbm": "shortrun.models.grbm:GaussianBernoulliRBM",
     "classifier": "shortrun.models.classifier:Classifier",
+    "dual_mcmc": "shortrun.models.dual_mcmc:DualMCMC",
     "lebm": "shortrun.models.lebm:LEBM",
 }
 
