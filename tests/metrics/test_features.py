@@ -118,3 +118,14 @@ def test_features_are_deterministic(classifier_run):
     ex = load_extractor(str(classifier_run[0]))
     x = torch.rand(8, 1, 8, 8) * 2 - 1
     np.testing.assert_array_equal(ex.features(x), ex.features(x))
+
+
+def test_classifier_floor_metrics(classifier_run):
+    from shortrun.run import load_run
+
+    run_dir, cfg = classifier_run
+    run = load_run(run_dir)
+    run.cfg.eval.n_samples = 200
+    out = run.model.evaluate(["fd_floor", "kid_floor"], load_data(cfg.data), run_dir)
+    assert out["fd_floor_n"] == 200 and out["fd_floor_n_ref"] == 200 and out["fd_floor"] >= 0
+    assert out["kid_floor_n"] == 200 and "kid_floor_std" in out and "accuracy" not in out

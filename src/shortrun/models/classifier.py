@@ -43,7 +43,10 @@ class Classifier(Model):
     name = "classifier"
     Config = ClassifierOptions
     supervised = True
-    metrics = ("accuracy",)
+    #: ``fd_floor`` / ``kid_floor``: FD and KID between ``eval.n_samples`` test images and as
+    #: many training images, with this classifier's features — the value a perfect generator
+    #: would get at that n (the reference floor recorded in docs/evaluation.md).
+    metrics = ("accuracy", "fd_floor", "kid_floor")
     default_metrics = ("accuracy",)
 
     def __init__(self, cfg, info: DataInfo) -> None:
@@ -90,8 +93,21 @@ class Classifier(Model):
     def evaluate(self, metrics, data, run_dir):
         if data.test is None or data.test_labels is None:
             raise ConfigError("accuracy needs a labelled test split")
+        out: dict[str, float] = {}
         bs = self.cfg.eval.batch_size
-        correct = sum(int((self(data.test[i : i + bs]).argmax(1)
-                           == data.test_labels[i : i + bs]).sum())
-                      for i in range(0, len(data.test), bs))
-        return {"accuracy": correct / len(data.test), "accuracy_n": len(data.test)}
+        if "accuracy" in metrics:
+            correct = sum(int((self(data.test[i : i + bs]).argmax(1)
+                               == data.test_labels[i : i + bs]).sum())
+                          for i in range(0, len(data.test), bs))
+            out.update(accuracy=correct / len(data.test), accuracy_n=len(data.test))
+        wanted = tuple(m.removesuffix("_floor") for m in metrics if m.endswith("_floor"))
+        if wanted:
+            from shortrun.metrics.features import Extractor, fd_kid
+
+            n = min(self.cfg.eval.n_samples, len(data.test), len(data.train))
+            extractor = Extractor("self", self.features, self.feature_dim, self.info)
+            floor = fd_kid(extractor, data.test[:n], data.train[:n], None, wanted, bs,
+                           self.cfg.eval.seed)
+            out.update({f"{k.split('_')[0]}_floor{k[len(k.split('_')[0]):]}": v
+                        for k, v in floor.items()})
+        return out
