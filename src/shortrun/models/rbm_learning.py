@@ -1,0 +1,255 @@
+"""What the two RBMs share: options, chains, the closed-form CD/PCD/FPCD update, evaluation.
+
+The update is the maximum-likelihood gradient of the design notes, with the free energy as the
+energy: ``∇θ L = ⟨∂F/∂θ⟩_data − ⟨∂F/∂θ⟩_chains`` where ``L = mean F(v_data) − mean F(v_k)``.
+For an RBM both terms are closed form (Hinton 2002, Eq. 5): for the weights the positive
+term is ``⟨v hᵀ⟩`` at the data (hidden probabilities) and the negative term is the same
+statistic at the chains' end. It is computed under ``torch.no_grad()``, written into
+``p.grad`` and applied by a torch SGD optimiser (momentum, weight decay on ``W`` only), so the
+Trainer's learning-rate schedule and checkpoints work unchanged.
+
+Chains: CD-k starts at the data (Hinton 2002); PCD-k keeps ``n_chains`` persistent chains
+(Tieleman 2008), advanced by block Gibbs or by parallel tempering (Desjardins et al. 2010);
+fast PCD adds fast weights to the chains' parameters, ``θ_f ← decay·θ_f − fast_lr·∇θ L``
+(Tieleman & Hinton 2009). All chain state lives in buffers, so it is checkpointed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from shortrun.errors import ConfigError
+from shortrun.models.base import Model, ModelOptions
+from shortrun.samplers.gibbs import GibbsState, RBMParams, block_gibbs, hidden_state
+from shortrun.samplers.tempering import ParallelTempering, beta_ladder
+from shortrun.train.fields import fld
+
+
+@dataclass
+class RBMOptions(ModelOptions):
+    name: str = fld("rbm")
+    n_hidden: int = fld(64, gt=0)
+    learning: str = fld("pcd", choices=("cd", "pcd", "fpcd"),
+                        doc="CD-k (chains from the data), PCD-k, or fast PCD")
+    k: int = fld(1, gt=0, doc="Gibbs sweeps per update")
+    n_chains: int = fld(100, gt=0, doc="persistent chains (pcd, fpcd)")
+    chain: str = fld("gibbs", choices=("gibbs", "tempering"),
+                     doc="kernel of the persistent chains")
+    n_temps: int = fld(10, ge=2, doc="parallel-tempering replicas (chain: tempering)")
+    beta_min: float = fld(0.0, ge=0.0, lt=1.0, doc="lowest inverse temperature of the ladder")
+    momentum: float = fld(0.0, ge=0.0, lt=1.0)
+    init_std: float = fld(0.01, gt=0.0, doc="std of the initial weights")
+    visible_bias_init: str = fld("data", choices=("data", "zero"),
+                                 doc="data: logit of the pixel means (Hinton's guide §8)")
+    fast_lr: float | None = fld(None, gt=0.0, doc="fast-weight learning rate; default train.lr")
+    fast_decay: float = fld(0.95, ge=0.0, lt=1.0, doc="fast weights' decay per update")
+    sample_steps: int = fld(1000, gt=0, doc="Gibbs sweeps of `shortrun sample`")
+    exact_max_bits: int = fld(24, ge=1, le=30,
+                              doc="log Z exact when min(layer sizes) <= this, else AIS")
+    ais_runs: int = fld(100, ge=2)
+    ais_betas: int = fld(14500, ge=10)
+
+    def check(self, cfg) -> None:
+        if self.chain == "tempering" and self.learning == "cd":
+            raise ConfigError("model.chain: tempering runs persistent chains; set "
+                              "model.learning=pcd or fpcd (CD restarts at the data)")
+
+
+class RBMBase(Model):
+    """Shared training for :class:`BernoulliRBM` and :class:`GaussianBernoulliRBM`.
+
+    Subclasses define ``params(fast)`` (standard-form conditionals for the kernel),
+    ``visible_stats(v)`` (the visible factor multiplying ``W`` and ``−∂F/∂b``), ``init_chains``
+    and may add gradients in ``extra_grads``.
+    """
+
+    Config = RBMOptions
+    metrics = ("loglik",)
+    default_metrics = ("loglik",)
+
+    def __init__(self, cfg, info) -> None:
+        super().__init__(cfg, info)
+        m = cfg.model
+        nv, nh = info.dim, m.n_hidden
+        self.n_visible, self.n_hidden = nv, nh
+        self.W = nn.Parameter(torch.randn(nv, nh) * m.init_std)
+        self.b = nn.Parameter(torch.zeros(nv))
+        self.c = nn.Parameter(torch.zeros(nh))
+        if m.learning == "fpcd":
+            for name, shape in (("W_fast", (nv, nh)), ("b_fast", (nv,)), ("c_fast", (nh,))):
+                self.register_buffer(name, torch.zeros(shape))
+        self.tempering: ParallelTempering | None = None
+        if m.learning != "cd":
+            if m.chain == "tempering":
+                self.tempering = ParallelTempering(m.n_chains, nv,
+                                                   beta_ladder(m.n_temps, m.beta_min))
+            else:
+                self.register_buffer("chains", torch.zeros(m.n_chains, nv))
+
+    # ---------------------------------------------------------------- subclass hooks
+    def params(self, fast: bool = False) -> RBMParams:
+        raise NotImplementedError
+
+    def visible_stats(self, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def hidden_stats(self, h_prob: torch.Tensor) -> torch.Tensor:
+        return h_prob
+
+    def extra_grads(self, pos: GibbsState, neg: GibbsState) -> None:
+        """Gradients of parameters beyond (W, b, c), written into ``.grad``."""
+
+    def init_chains(self, data: torch.Tensor) -> torch.Tensor:
+        idx = torch.randint(len(data), (self.cfg.model.n_chains,))
+        return data[idx].reshape(len(idx), -1).to(self.W)
+
+    # ---------------------------------------------------------------- training
+    def on_train_start(self, data) -> None:
+        if self.cfg.model.learning == "cd":
+            return
+        start = self.init_chains(data.train)
+        if self.tempering is not None:
+            self.tempering.reset(start)
+        else:
+            self.chains.copy_(start)
+
+    def build_optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        t, m = self.cfg.train, self.cfg.model
+        others = [p for n, p in self.named_parameters() if n != "W"]
+        groups = [{"params": [self.W], "weight_decay": t.weight_decay},
+                  {"params": others, "weight_decay": 0.0}]
+        return {"main": torch.optim.SGD(groups, lr=t.lr, momentum=m.momentum)}
+
+    @torch.no_grad()
+    def negative_phase(self, pos: GibbsState) -> GibbsState:
+        """The chains' end state, with hidden statistics under the regular parameters."""
+        m = self.cfg.model
+        if m.learning == "cd":
+            return block_gibbs(self.params(), pos, m.k)
+        fast = m.learning == "fpcd"
+        chain_params = self.params(fast=fast)
+        if self.tempering is not None:
+            v = self.tempering.sweep(chain_params, m.k)
+            return hidden_state(self.params(), v)
+        state = block_gibbs(chain_params, self.chains, m.k)
+        self.chains.copy_(state.v)
+        return hidden_state(self.params(), state.v) if fast else state
+
+    @torch.no_grad()
+    def before_gradients(self, pos: GibbsState) -> None:
+        """Hook between the chains and the gradient (centering updates its offsets here)."""
+
+    def after_step(self) -> None:
+        """Hook after the optimiser step (the Gaussian RBM keeps its variances bounded)."""
+
+    @torch.no_grad()
+    def write_gradients(self, pos: GibbsState, neg: GibbsState) -> None:
+        """``p.grad = ∂/∂θ [mean F(v_data) − mean F(v_k)]`` in closed form."""
+        xd, bd = self.visible_stats(pos.v)
+        xm, bm = self.visible_stats(neg.v)
+        hd, hm = self.hidden_stats(pos.h_prob), self.hidden_stats(neg.h_prob)
+        nd, nm = len(xd), len(xm)
+        # −⟨x hᵀ⟩_data + ⟨x hᵀ⟩_chains as two GEMMs accumulating into one buffer
+        gW = self.W.grad if self.W.grad is not None else torch.empty_like(self.W)
+        torch.mm(xd.t(), hd, out=gW).mul_(-1.0 / nd)
+        gW.addmm_(xm.t(), hm, alpha=1.0 / nm)
+        self.W.grad = gW
+        self.b.grad = bm.mean(0) - bd.mean(0)
+        self.c.grad = hm.mean(0) - hd.mean(0)
+        self.extra_grads(pos, neg)
+
+    def training_step(self, batch, step, optimizers):
+        m = self.cfg.model
+        with torch.no_grad():
+            v = batch.reshape(len(batch), -1)
+            pos = hidden_state(self.params(), v)
+            neg = self.negative_phase(pos)
+            f_pos = float(self.free_energy_from(pos).mean())
+            f_neg = float(self.free_energy_from(neg).mean())
+            self.before_gradients(pos)
+            self.write_gradients(pos, neg)
+            optimizers["main"].step()
+            self.after_step()
+            if m.learning == "fpcd":
+                lr = m.fast_lr or self.cfg.train.lr
+                for fast, p in ((self.W_fast, self.W), (self.b_fast, self.b),
+                                (self.c_fast, self.c)):
+                    fast.mul_(m.fast_decay).add_(p.grad, alpha=-lr)
+        out = {"loss": f_pos - f_neg, "energy_pos": f_pos, "energy_neg": f_neg}
+        if self.tempering is not None:
+            out["swap_rate"] = self.tempering.last_swap_rate
+        return out
+
+    def free_energy_from(self, state: GibbsState) -> torch.Tensor:
+        """Free energy at ``state.v`` reusing the hidden input the chain already computed."""
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- use
+    @torch.no_grad()
+    def sample(self, n, steps=None, generator=None):
+        steps = steps or self.cfg.sample.steps or self.cfg.model.sample_steps
+        p = self.params()
+        v0 = self.start_state(n, generator)
+        state = block_gibbs(p, v0, steps, generator=generator)
+        return state.v.reshape(n, *self.info.shape)
+
+    def start_state(self, n: int, generator: torch.Generator | None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def free_energy(self, v: torch.Tensor) -> torch.Tensor:
+        """``F(v)`` of flattened or image-shaped ``v`` (standard parametrisation)."""
+        return self.params().free_energy(v.reshape(len(v), -1).to(self.W))
+
+    def draw(self, path: Path, n: int) -> None:
+        from shortrun.train.images import save_samples
+
+        save_samples(self.mean_sample(n), self.info, path)
+
+    def mean_sample(self, n: int) -> torch.Tensor:
+        return self.sample(n)
+
+    @torch.no_grad()
+    def log_z(self, data: torch.Tensor | None = None,
+              generator: torch.Generator | None = None) -> tuple[float, str, float]:
+        """``(log Z, "exact" | "ais", standard error)``; exact when the smaller enumerable
+        layer has at most ``model.exact_max_bits`` units, else AIS from the base-rate model
+        fitted to ``data``."""
+        from shortrun.estimators.ais import ais_log_partition, base_rate_bias
+        from shortrun.estimators.exact import log_partition
+
+        m, p = self.cfg.model, self.params()
+        if self.enumerable_bits() <= m.exact_max_bits:
+            return log_partition(p), "exact", 0.0
+        if data is None:
+            raise ConfigError("AIS needs the training data for its base-rate model")
+        res = ais_log_partition(p, base_rate_bias(data), m.ais_runs, m.ais_betas, generator)
+        return res.log_z, "ais", res.stderr
+
+    def enumerable_bits(self) -> int:
+        return min(self.n_visible, self.n_hidden)
+
+    @torch.no_grad()
+    def mean_log_likelihood(self, data: torch.Tensor, log_z: float,
+                            batch: int = 10_000) -> float:
+        """Average ``log p(v) = −F(v) − log Z`` in nats per example (float64)."""
+        p = self.params()
+        p64 = type(p)(*(t.double() for t in vars(p).values()))
+        total = 0.0
+        for i in range(0, len(data), batch):
+            v = data[i:i + batch].reshape(-1, self.n_visible).double()
+            total += float(p64.free_energy(v).sum())
+        return -total / len(data) - log_z
+
+    def evaluate(self, metrics, data, run_dir):
+        self.check_metrics(metrics)
+        gen = torch.Generator().manual_seed(self.cfg.eval.seed)
+        log_z, method, stderr = self.log_z(data.train, gen)
+        out = {"log_z": log_z, "log_z_method": method, "log_z_stderr": stderr,
+               "loglik_train": self.mean_log_likelihood(data.train, log_z)}
+        if data.test is not None:
+            out["loglik_test"] = self.mean_log_likelihood(data.test, log_z)
+        return out

@@ -1,0 +1,167 @@
+"""Block-Gibbs kernel of restricted Boltzmann machines, and the two RBMs' conditionals.
+
+In shortrun's sign, ``p(v, h) ∝ exp(−β E(v, h))`` with inverse temperature ``β`` (1 is the
+model itself; tempering and AIS use β < 1). Given one layer the other factorises, so a sweep
+``v → h → v′`` is two matrix multiplies plus elementwise sigmoids / Gaussian noise
+(Hinton 2002; Smolensky 1986). The parameter objects here are plain tensors with no
+autograd state: the kernel is a pure function of (parameters, state, generator).
+
+- Bernoulli-Bernoulli: ``E(v, h) = −vᵀWh − bᵀv − cᵀh``,
+  ``p(h=1|v) = σ(β(c + Wᵀv))``, ``p(v=1|h) = σ(β(b + Wh))``.
+- Gaussian-Bernoulli (Cho, Ilin & Raiko 2011, Eq. 2 with σᵢ² = exp(zᵢ)):
+  ``E(v, h) = Σᵢ (vᵢ − bᵢ)²/(2σᵢ²) − cᵀh − (v/σ²)ᵀWh``,
+  ``p(h=1|v) = σ(β(c + Wᵀ(v/σ²)))``, ``p(v|h) = N(b + Wh, σ²/β)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+Beta = float | torch.Tensor
+
+
+def bernoulli(p: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A {0,1} sample of independent Bernoulli(p), in ``p``'s dtype."""
+    u = torch.rand(p.shape, generator=generator, dtype=p.dtype, device=p.device)
+    return (u < p).to(p.dtype)
+
+
+@dataclass
+class BernoulliRBMParams:
+    """Weights ``W`` (n_visible × n_hidden), visible bias ``b``, hidden bias ``c``."""
+
+    W: torch.Tensor
+    b: torch.Tensor
+    c: torch.Tensor
+
+    @property
+    def n_visible(self) -> int:
+        return self.W.shape[0]
+
+    @property
+    def n_hidden(self) -> int:
+        return self.W.shape[1]
+
+    def hidden_input(self, v: torch.Tensor) -> torch.Tensor:
+        return torch.addmm(self.c, v, self.W)
+
+    def hidden_prob(self, v: torch.Tensor, beta: Beta = 1.0) -> torch.Tensor:
+        a = self.hidden_input(v)
+        return torch.sigmoid_(a if _is_one(beta) else a * beta)
+
+    def visible_prob(self, h: torch.Tensor, beta: Beta = 1.0) -> torch.Tensor:
+        a = torch.addmm(self.b, h, self.W.t())
+        return torch.sigmoid_(a if _is_one(beta) else a * beta)
+
+    def sample_visible(self, h: torch.Tensor, beta: Beta = 1.0,
+                       generator: torch.Generator | None = None) -> torch.Tensor:
+        return bernoulli(self.visible_prob(h, beta), generator)
+
+    def free_energy(self, v: torch.Tensor, beta: Beta = 1.0) -> torch.Tensor:
+        """``−log Σ_h exp(−β E(v, h))`` = ``−β bᵀv − Σⱼ softplus(β(c + Wᵀv))ⱼ``; a tensor
+        ``beta`` holds one β per row of ``v``."""
+        hidden = F.softplus(_col(beta) * self.hidden_input(v)).sum(-1)
+        return -(_flat(beta) * (v @ self.b)) - hidden
+
+    def energy(self, v: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        return -((v @ self.W) * h).sum(-1) - v @ self.b - h @ self.c
+
+
+@dataclass
+class GaussianRBMParams:
+    """Gaussian visible units: as Bernoulli plus ``log_var`` (zᵢ = log σᵢ²)."""
+
+    W: torch.Tensor
+    b: torch.Tensor
+    c: torch.Tensor
+    log_var: torch.Tensor
+
+    @property
+    def n_visible(self) -> int:
+        return self.W.shape[0]
+
+    @property
+    def n_hidden(self) -> int:
+        return self.W.shape[1]
+
+    def hidden_input(self, v: torch.Tensor) -> torch.Tensor:
+        return torch.addmm(self.c, v * torch.exp(-self.log_var), self.W)
+
+    def hidden_prob(self, v: torch.Tensor, beta: Beta = 1.0) -> torch.Tensor:
+        a = self.hidden_input(v)
+        return torch.sigmoid_(a if _is_one(beta) else a * beta)
+
+    def visible_mean(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.addmm(self.b, h, self.W.t())
+
+    def sample_visible(self, h: torch.Tensor, beta: Beta = 1.0,
+                       generator: torch.Generator | None = None) -> torch.Tensor:
+        mean = self.visible_mean(h)
+        std = torch.exp(0.5 * self.log_var)
+        if not _is_one(beta):
+            std = std / torch.sqrt(torch.as_tensor(beta, dtype=mean.dtype, device=mean.device))
+        noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+        return mean + std * noise
+
+    def free_energy(self, v: torch.Tensor, beta: Beta = 1.0) -> torch.Tensor:
+        """``β Σᵢ (vᵢ − bᵢ)²/(2σᵢ²) − Σⱼ softplus(β(c + Wᵀ(v/σ²)))ⱼ``."""
+        quad = (0.5 * (v - self.b) ** 2 * torch.exp(-self.log_var)).sum(-1)
+        return _flat(beta) * quad - F.softplus(_col(beta) * self.hidden_input(v)).sum(-1)
+
+    def energy(self, v: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        quad = (0.5 * (v - self.b) ** 2 * torch.exp(-self.log_var)).sum(-1)
+        return quad - h @ self.c - ((v * torch.exp(-self.log_var)) @ self.W * h).sum(-1)
+
+
+RBMParams = BernoulliRBMParams | GaussianRBMParams
+
+
+class GibbsState(NamedTuple):
+    """End of a chain: visible state ``v``, the hidden input ``a = β(c + Wᵀv)`` there (its
+    softplus gives the free energy) and ``h_prob = σ(a) = p(h=1 | v)``."""
+
+    v: torch.Tensor
+    h_input: torch.Tensor
+    h_prob: torch.Tensor
+
+
+def hidden_state(params: RBMParams, v: torch.Tensor, beta: Beta = 1.0) -> GibbsState:
+    """``GibbsState`` at ``v`` without moving: one matrix multiply and a sigmoid."""
+    a = params.hidden_input(v)
+    if not _is_one(beta):
+        a = a * beta
+    return GibbsState(v, a, torch.sigmoid(a))
+
+
+def block_gibbs(params: RBMParams, v: torch.Tensor | GibbsState, n_steps: int,
+                beta: Beta = 1.0, generator: torch.Generator | None = None) -> GibbsState:
+    """``n_steps`` block-Gibbs sweeps ``v → h ~ p(h|v) → v′ ~ p(v|h)`` at inverse temperature
+    ``beta`` (a float, or a tensor broadcasting against ``(B, 1)`` for one β per chain).
+
+    ``v`` may be a :class:`GibbsState` the caller already has (the positive phase of CD does),
+    saving one matrix multiply. Returns the final ``v`` with its hidden input and ``p(h|v)``
+    — the statistics the CD/PCD update needs (Hinton 2002, Eq. 5).
+    """
+    if n_steps < 0:
+        raise ValueError(f"block_gibbs: n_steps must be >= 0; got {n_steps}")
+    state = v if isinstance(v, GibbsState) else hidden_state(params, v, beta)
+    for _ in range(n_steps):
+        h = bernoulli(state.h_prob, generator)
+        state = hidden_state(params, params.sample_visible(h, beta, generator), beta)
+    return state
+
+
+def _is_one(beta: Beta) -> bool:
+    return isinstance(beta, (int, float)) and beta == 1.0
+
+
+def _col(beta: Beta) -> Beta:
+    return beta.reshape(-1, 1) if isinstance(beta, torch.Tensor) else beta
+
+
+def _flat(beta: Beta) -> Beta:
+    return beta.reshape(-1) if isinstance(beta, torch.Tensor) else beta
