@@ -4,7 +4,8 @@ and ``test_batch``, each a pickled dict with ``data`` ``(N, 3072)`` uint8 (CHW r
 
 Pickle can run code, so the batches are read with an unpickler that only resolves numpy's
 array-reconstruction functions, ``ndarray`` and ``dtype``: a file that names anything else is
-refused before it runs. If the batches are absent, ``cifar10_samples.npz`` (the 200 + 20 real
+refused before it runs (``_codecs.encode`` is also allowed: it only turns text into bytes).
+If the batches are absent, ``cifar10_samples.npz`` (the 200 + 20 real
 images in shared/data, keys ``x_train``/``x_test`` HWC) is read instead, for smoke tests.
 """
 
@@ -29,6 +30,8 @@ ALLOWED = {
     ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
     ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
     ("numpy", "ndarray"), ("numpy", "dtype"),
+    # Python 3 writes bytes in protocol-2 pickles as _codecs.encode(str, "latin1"): data only.
+    ("_codecs", "encode"),
 }
 
 
