@@ -82,13 +82,13 @@ def checkerboard(n: int, g: torch.Generator) -> torch.Tensor:
 
 
 def moons(n: int, g: torch.Generator) -> torch.Tensor:
-    """Two interleaved half circles (scikit-learn's make_moons, noise 0.1), scaled ×2."""
+    """Two interleaved half circles (scikit-learn's make_moons, noise 0.1), centred, ×2."""
     upper = torch.rand(n, generator=g) < 0.5
     t = math.pi * torch.rand(n, generator=g)
     x = torch.where(upper, t.cos(), 1 - t.cos())
     y = torch.where(upper, t.sin(), 0.5 - t.sin())
     pts = torch.stack([x, y], 1) + 0.1 * torch.randn(n, 2, generator=g)
-    return 2 * pts + torch.tensor([-1.0, -0.25]) * 2
+    return 2 * (pts - torch.tensor([0.5, 0.25]))
 
 
 def swissroll(n: int, g: torch.Generator) -> torch.Tensor:

@@ -2,9 +2,11 @@
 
 The negative phase of ``∇θ log p(x) = E_p[∇θE] − ∇θE(x)`` is estimated with samples from the
 library's one Langevin kernel, started from a chain source: noise (short-run, Nijkamp et al.
-2019), a replay buffer (Du & Mordatch 2019), persistent chains (Tieleman 2008) or the data (CD).
-Stabilisers: squared-energy regulariser, parameter-gradient clipping, drift clamp, clamping
-samples to the data range.
+2019), a replay buffer (Du & Mordatch 2019, IGEBM §3.1), persistent chains (Tieleman 2008) or
+the data (CD). Stabilisers (IGEBM §3.3): squared-energy regulariser ``energy_reg``,
+parameter-gradient clipping ``train.grad_clip``, Langevin drift clamp ``drift_clamp``,
+clamping samples to the data range ``clamp_to_data``. Energies: an MLP for low-dimensional
+data, a small conv/ResNet energy for 28×28 and 32×32 images.
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ from pathlib import Path
 import torch
 
 from shortrun.data.base import DataInfo, LoadedData
+from shortrun.energies.conv import ConvEnergy
 from shortrun.energies.mlp import ACTIVATIONS, MLPEnergy
+from shortrun.errors import ConfigError
 from shortrun.models.base import Model, ModelOptions
+from shortrun.models.density_eval import DensityEvalMixin
 from shortrun.objectives.contrastive import contrastive_loss
+from shortrun.samplers.independence import independence_mh, noise_log_density
 from shortrun.samplers.langevin import langevin
 from shortrun.samplers.sources import DataSource, NoiseSource, PersistentChains, ReplayBuffer
 from shortrun.train.fields import fld
@@ -26,9 +32,11 @@ from shortrun.train.fields import fld
 @dataclass
 class EBMOptions(ModelOptions):
     name: str = fld("ebm")
-    energy: str = fld("mlp", choices=("mlp",))
-    hidden: int = fld(128, gt=0)
-    depth: int = fld(2, gt=0)
+    energy: str = fld("mlp", choices=("mlp", "conv"))
+    hidden: int = fld(128, gt=0, doc="MLP width")
+    depth: int = fld(2, gt=0, doc="MLP hidden layers")
+    nf: int = fld(32, gt=0, doc="conv energy base width (doubles twice)")
+    residual: bool = fld(True, doc="conv energy with residual blocks")
     act: str = fld("silu", choices=tuple(ACTIVATIONS))
     spectral_norm: bool = False
     chain: str = fld("buffer", choices=("noise", "buffer", "persistent", "data"))
@@ -43,18 +51,36 @@ class EBMOptions(ModelOptions):
     drift_clamp: float | None = fld(None, gt=0)
     clamp_to_data: bool = fld(True, doc="clamp chains to the data range (images)")
     energy_reg: float = fld(0.0, ge=0)
+    jumps: int = fld(0, ge=0, doc="independence-MH proposals from the noise per chain, before "
+                                  "each Langevin run (lets chains cross between modes)")
+    sample_from: str = fld("noise", choices=("noise", "chains"),
+                           doc="`shortrun sample` chains start from fresh noise or from the "
+                               "replay buffer / persistent chains")
+
+    def check(self, cfg) -> None:
+        if self.chain == "persistent" and self.n_chains < cfg.train.batch_size:
+            raise ConfigError(f"model.n_chains={self.n_chains} is smaller than "
+                              f"train.batch_size={cfg.train.batch_size}; persistent chains hand "
+                              "out one chain per example, so raise model.n_chains")
 
 
-class EBM(Model):
+def build_energy(m: EBMOptions, info: DataInfo) -> torch.nn.Module:
+    if m.energy == "conv":
+        if len(info.shape) != 3:
+            raise ConfigError(f"model.energy=conv needs image data (C, H, W); this dataset has "
+                              f"shape {info.shape}: use model.energy=mlp")
+        return ConvEnergy(info.shape[0], m.nf, m.act, m.spectral_norm, m.residual)
+    return MLPEnergy(info.dim, m.hidden, m.depth, m.act, m.spectral_norm)
+
+
+class EBM(DensityEvalMixin, Model):
     name = "ebm"
     Config = EBMOptions
-    metrics = ("kl_grid", "loglik_grid")
-    default_metrics = ("kl_grid", "loglik_grid")
 
     def __init__(self, cfg, info: DataInfo) -> None:
         super().__init__(cfg, info)
         m: EBMOptions = cfg.model
-        self.energy = MLPEnergy(info.dim, m.hidden, m.depth, m.act, m.spectral_norm)
+        self.energy = build_energy(m, info)
         bounded = info.kind in ("image", "binary")
         low, high = (info.low, info.high) if bounded else (-m.init_scale, m.init_scale)
         self.noise = NoiseSource(info.shape, m.init_noise, low, high, std=m.init_scale)
@@ -72,16 +98,29 @@ class EBM(Model):
         if isinstance(self.source, PersistentChains):
             self.source.chains.copy_(self.noise.start(self.source.chains.shape[0]))
 
-    def run_chain(self, x0: torch.Tensor, steps: int | None = None) -> torch.Tensor:
+    def run_chain(self, x0: torch.Tensor, steps: int | None = None,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+        """Langevin for ``steps``; with ``jumps`` > 0, independence-MH jumps open every block
+        of ``langevin_steps`` Langevin steps."""
         m: EBMOptions = self.cfg.model
-        x, _ = langevin(self.energy, x0, steps or m.langevin_steps, m.step_size, m.noise_scale,
-                        drift_clamp=m.drift_clamp, domain=self.domain)
+        steps = steps or m.langevin_steps
+        block = m.langevin_steps if m.jumps else steps
+        x, done = x0, 0
+        while done < steps:
+            if m.jumps:
+                x, self.last_jump = independence_mh(
+                    self.energy, x, lambda n: self.noise.start(n, generator=generator),
+                    noise_log_density(self.noise), m.jumps, generator=generator)
+            k = min(block, steps - done)
+            x, _ = langevin(self.energy, x, k, m.step_size, m.noise_scale,
+                            drift_clamp=m.drift_clamp, domain=self.domain, generator=generator)
+            done += k
         return x
 
     def training_step(self, batch, step, optimizers):
         m: EBMOptions = self.cfg.model
         x0 = self.source.start(batch.shape[0], data=batch)
-        x_neg = self.run_chain(x0)
+        x_neg = self.run_chain(x0.to(batch))
         self.source.finish(x_neg)
         out = contrastive_loss(self.energy(batch), self.energy(x_neg),
                                energy_reg=m.energy_reg, x_neg=x_neg)
@@ -89,23 +128,36 @@ class EBM(Model):
         metrics = dict(out.metrics)
         if norm is not None:
             metrics["grad_norm"] = norm
+        if m.jumps:
+            metrics["jump_accept"] = self.last_jump.mean_acceptance
         return metrics
+
+    def _chain_states(self, n: int, generator: torch.Generator | None) -> torch.Tensor | None:
+        store = getattr(self.source, "store", getattr(self.source, "chains", None))
+        if store is None:
+            return None
+        if isinstance(self.source, ReplayBuffer) and not bool(self.source.filled):
+            return None
+        idx = torch.randint(store.shape[0], (n,), generator=generator).to(store.device)
+        return store[idx].clone()
 
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
         steps = steps or self.cfg.sample.steps or self.cfg.model.langevin_steps
-        return self.run_chain(self.noise.start(n, generator=generator), steps)
+        x0 = None
+        if self.cfg.model.sample_from == "chains":
+            x0 = self._chain_states(n, generator)
+        if x0 is None:
+            x0 = self.noise.start(n, generator=generator)
+        return self.run_chain(x0.to(self.device), steps, generator)
 
     def draw(self, path: Path, n: int) -> None:
-        from shortrun.train.images import save_density_2d, save_samples
-
-        x = self.sample(n)
         if self.info.shape == (2,):
-            save_density_2d(self.energy, x, path)
+            self.draw_2d(self.energy, self.sample(n), path)
         else:
-            save_samples(x, self.info, path)
+            from shortrun.train.images import save_samples
 
-    def evaluate(self, metrics, data, run_dir):
-        from shortrun.estimators.grid import grid_metrics
+            save_samples(self.sample(n), self.info, path)
 
-        return grid_metrics(self.energy, data, metrics)
+    def density_energy(self):
+        return self.energy

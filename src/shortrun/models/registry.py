@@ -15,8 +15,6 @@ if TYPE_CHECKING:
 
 MODELS: dict[str, str] = {
     "ebm": "shortrun.models.ebm:EBM",
-    "rbm": "shortrun.models.rbm:BernoulliRBM",
-    "grbm": "shortrun.models.grbm:GaussianBernoulliRBM",
     "dsm": "shortrun.models.score:DSM",
     "ssm": "shortrun.models.score:SSM",
     "sm": "shortrun.models.score:SM",
