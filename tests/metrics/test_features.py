@@ -9,7 +9,12 @@ import torch
 from shortrun.data.base import DataInfo
 from shortrun.data.registry import load_data
 from shortrun.errors import ConfigError, DataError
-from shortrun.metrics.features import default_extractor_spec, fd_kid, load_extractor
+from shortrun.metrics.features import (
+    default_extractor_spec,
+    fd_kid,
+    load_extractor,
+    model_fd_kid,
+)
 from shortrun.train.config import build_config
 from shortrun.train.trainer import Trainer
 
@@ -129,3 +134,20 @@ def test_classifier_floor_metrics(classifier_run):
     out = run.model.evaluate(["fd_floor", "kid_floor"], load_data(cfg.data), run_dir)
     assert out["fd_floor_n"] == 200 and out["fd_floor_n_ref"] == 297 and out["fd_floor"] >= 0
     assert out["kid_floor_n"] == 200 and "kid_floor_std" in out and "accuracy" not in out
+
+
+def test_model_fd_kid_samples_in_batches(classifier_run):
+    run_dir, cfg = classifier_run
+    data = load_data(cfg.data)
+    calls = []
+
+    class FakeModel:
+        def sample(self, n):
+            calls.append(n)
+            return data.train[:n] + 0.0
+
+    cfg = build_config({**TINY_CLASSIFIER, "eval": {"n_samples": 250, "batch_size": 100,
+                                                    "extractor": str(run_dir)}})
+    out = model_fd_kid(FakeModel(), data, cfg, ("fd",))
+    assert calls == [100, 100, 50]
+    assert out["fd_n"] == 250 and out["fd_n_ref"] == len(data.test)

@@ -153,11 +153,11 @@ def default_extractor_spec(cfg) -> str:
                       "eval.extractor=RUN_DIR (a classifier run) or inception:PATH")
 
 
-@torch.no_grad()
 def model_fd_kid(model, data, cfg, metrics: tuple[str, ...] = ("fd", "kid")) -> dict[str, float]:
     """Sample ``eval.n_samples`` from ``model`` and compare with the test split (else train).
 
-    What a model's ``evaluate`` calls for ``fd``/``kid``."""
+    What a model's ``evaluate`` calls for ``fd``/``kid``. Not under ``no_grad``: samplers
+    need gradients with respect to the chain state."""
     extractor = load_extractor(default_extractor_spec(cfg), getattr(cfg.data, "data_dir", None))
     n, bs = cfg.eval.n_samples, cfg.eval.batch_size
     generated = torch.cat([model.sample(min(bs, n - i)).detach().cpu() for i in range(0, n, bs)])
