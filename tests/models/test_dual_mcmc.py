@@ -225,3 +225,17 @@ def test_unknown_metric_names_the_available_ones():
     with pytest.raises(ConfigError, match=r"--metrics: kl_grid not available for model "
                        r"'dual_mcmc'; available: fd, mse"):
         tiny_model().check_metrics(["kl_grid"])
+
+
+def test_temperature_scales_the_ebm_gradient_by_one_over_t():
+    """``temperature: true`` divides the EBM loss by T = (n_x/s_x)²; everything else equal, the
+    EBM's gradient is exactly 1/T times the unscaled one (Adam then takes the same step)."""
+    grads = {}
+    for temp in (True, False):
+        model = tiny_model(temperature=temp, x_noise=0.05, x_step_size=0.5)
+        opts = model.build_optimizers()
+        torch.manual_seed(4)
+        model.training_step(torch.rand(8, 1, 28, 28) * 2 - 1, 0, opts)
+        grads[temp] = torch.cat([p.grad.flatten() for p in model.ebm.parameters()])
+    t = (0.05 / 0.5) ** 2
+    torch.testing.assert_close(grads[True] * t, grads[False], rtol=1e-4, atol=1e-7)

@@ -71,6 +71,7 @@ def test_recipes_carry_the_papers_values():
         assert (model["x_step_size"], model["s_factor"]) == (s_x, s_factor)
         t = raw["train"]
         assert (t["batch_size"], t["betas"], t["lr_decay"]) == (100, [0.0, 0.9], 0.998)
+        assert t["energy_bound"] == 1.0e4  # the script stops when |E_data − E_neg| > 1e4
         if data in DATASETS:  # the loaders live in another module; the config must build
             cfg = build_config(raw, recipe=f"dual_mcmc_{name}")
             assert cfg.model.s_factor == s_factor
