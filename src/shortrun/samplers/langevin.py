@@ -30,7 +30,16 @@ class LangevinInfo(NamedTuple):
 def energy_grad(
     energy_fn: EnergyFn, x: torch.Tensor, create_graph: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(E(x), ∇ₓ E(x))``; summing over the batch is exact since chains are independent."""
+    """``(E(x), ∇ₓ E(x))``; summing over the batch is exact since chains are independent.
+
+    An energy that offers ``energy_and_grad(x)`` (e.g. the SiLU :class:`MLPEnergy`) is asked
+    first, outside autograd, when no graph is wanted; it may return None to decline.
+    """
+    fast = getattr(energy_fn, "energy_and_grad", None)
+    if fast is not None and not create_graph and not x.requires_grad:
+        out = fast(x)
+        if out is not None:
+            return out
     with torch.enable_grad():
         if not x.requires_grad:
             x = x.detach().requires_grad_(True)
