@@ -40,7 +40,7 @@ class BasicConv2d(nn.Module):
         self.bn = nn.BatchNorm2d(c_out, eps=0.001)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.relu(self.bn(self.conv(x)))
+        return F.relu(self.bn(self.conv(x)), inplace=True)
 
 
 def _tf_avg_pool(x: torch.Tensor) -> torch.Tensor:
