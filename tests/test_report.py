@@ -85,3 +85,14 @@ def test_report_of_a_non_run_is_one_line_error(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "is not a run directory (no config.yaml)" in err and err.count("\n") == 1
+
+
+def test_long_runs_show_evenly_spaced_grids_with_the_last():
+    from pathlib import Path
+
+    from shortrun.report import MAX_GRIDS, _pick_grids
+
+    paths = [Path(f"step_{i:07d}.png") for i in range(1, 101)]
+    picked = _pick_grids(paths)
+    assert len(picked) == MAX_GRIDS and picked[0] == paths[0] and picked[-1] == paths[-1]
+    assert _pick_grids(paths[:3]) == paths[:3]

@@ -55,6 +55,10 @@ def test_run_dir_is_an_extractor_with_range_conversion(classifier_run):
     # The same images given in [0, 1] (unit) space map to the same features.
     unit = DataInfo(shape=(1, 8, 8), kind="image", low=0.0, high=1.0, raw_scale=16.0)
     torch.testing.assert_close(ex((x + 1) / 2, unit), feats, rtol=1e-5, atol=1e-5)
+    # Binary {0, 1} data counts as the range [0, 1].
+    binary = DataInfo(shape=(1, 8, 8), kind="binary", low=0.0, high=1.0)
+    hard = (x > 0).float()
+    torch.testing.assert_close(ex(hard, binary), ex(hard * 2 - 1), rtol=1e-5, atol=1e-5)
     # Flattened input is reshaped to square images.
     torch.testing.assert_close(ex(x.reshape(20, 64)), feats)
     assert ex.features(x, batch_size=7).shape == (20, 16)
