@@ -61,6 +61,11 @@ def _pyplot():
     return plt
 
 
+def _marker(xs: list) -> str | None:
+    # A short run logs a handful of points; a bare line through one point is invisible.
+    return "o" if len(xs) < 30 else None
+
+
 def plot_curves(rows: list[dict], keys: list[str], path: Path, title: str) -> None:
     """One panel per key, sharing the step axis."""
     plt = _pyplot()
@@ -69,7 +74,8 @@ def plot_curves(rows: list[dict], keys: list[str], path: Path, title: str) -> No
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.8 * nrows), dpi=90,
                              squeeze=False)
     for ax, key in zip(axes.flat, keys, strict=False):
-        ax.plot(*_series(rows, key), lw=1.2)
+        xs, ys = _series(rows, key)
+        ax.plot(xs, ys, lw=1.2, marker=_marker(xs))
         ax.set_title(key, fontsize=10)
         ax.set_xlabel("step", fontsize=8)
         ax.grid(alpha=0.3)
@@ -87,7 +93,7 @@ def plot_energies(rows: list[dict], path: Path) -> None:
     for key in ENERGY_KEYS:
         xs, ys = _series(rows, key)
         if ys:
-            ax.plot(xs, ys, label=key, lw=1.2)
+            ax.plot(xs, ys, label=key, lw=1.2, marker=_marker(xs))
     ax.set_xlabel("step")
     ax.set_ylabel("energy (lower = more probable)")
     ax.legend()
