@@ -33,6 +33,16 @@ def test_exact_equals_brute_force_over_both_layers(nv, nh):
     assert log_partition(p32, lo_bits=2, chunk_elems=64) == pytest.approx(ref, rel=1e-6)
 
 
+def test_huge_inputs_take_the_softplus_path_and_stay_exact():
+    """Inputs beyond ±80 would overflow the tabulated-exponential path; the softplus path
+    takes over and still matches brute force."""
+    p = rbm(6, 5, seed=3, scale=40.0)
+    ref = brute_force_log_z(p)
+    p32 = BernoulliRBMParams(p.W.float(), p.b.float(), p.c.float())
+    assert log_partition(p32, lo_bits=2) == pytest.approx(ref, rel=1e-6)
+    assert log_partition(p, torch.float64) == pytest.approx(ref, abs=1e-9)
+
+
 def test_wide_layers_enumerate_the_smaller_one():
     """784 × 10: only the hidden layer (1,024 states) is enumerable; a check against float64
     of the same enumeration, and against a second split of the bits."""
