@@ -67,10 +67,15 @@ def match_blas_threads() -> None:
 
 def uniform(shape: torch.Size | tuple[int, ...], like: torch.Tensor,
             generator: torch.Generator | None = None) -> torch.Tensor:
-    """U[0, 1) numbers. On CPU they come from NumPy's PCG64 (about 2× faster than torch's
-    Mersenne twister here), seeded by one draw from ``generator`` (or torch's global RNG) so
+    """U[0, 1) numbers. Large CPU draws come from NumPy's PCG64 (about 2× faster than torch's
+    Mersenne twister here), seeded by one draw from ``generator`` (or torch's global RNG), so
     runs stay reproducible from torch's RNG state alone, which the checkpoint holds."""
-    if like.device.type == "cpu" and like.dtype in (torch.float32, torch.float64):
+    numel = 1
+    for n in shape:
+        numel *= n
+    # seeding a NumPy generator costs ~20 µs, worth it only for large draws
+    if (numel >= 1 << 15 and like.device.type == "cpu"
+            and like.dtype in (torch.float32, torch.float64)):
         seed = int(torch.randint(0, 2**62, (), generator=generator))
         out = torch.empty(shape, dtype=like.dtype)
         np.random.default_rng(seed).random(out=out.numpy(), dtype=out.numpy().dtype)
