@@ -41,7 +41,8 @@ def test_straight_equals_half_resume_half(tmp_path, tiny_ebm_overrides):
 def test_resume_with_persistent_chains_and_epochs(tmp_path, tiny_ebm_overrides):
     no_steps = [o for o in tiny_ebm_overrides if not o.startswith("train.steps")]
     base = [*no_steps, "model.chain=persistent", "model.n_chains=128",
-            "data.n_train=640", "train.epochs=2", "train.lr_decay=0.5"]
+            "data.n_train=640", "train.epochs=2", "train.lr_decay=0.5",
+            "train.lr=1e-3"]
     Trainer(resolve(None, base), tmp_path / "a").fit()
     Trainer(resolve(None, [*base, "train.epochs=1"]), tmp_path / "b").fit()
     Trainer(read_config(tmp_path / "b", ["train.epochs=2"]), tmp_path / "b", resume=True).fit()
