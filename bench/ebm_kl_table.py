@@ -25,10 +25,10 @@ from shortrun.train.trainer import Trainer
 
 ROWS = {
     "ebm (Langevin + buffer + MH jumps)": ("ebm_25gaussians", []),
-    "dsm, one sigma = 0.1": ("dsm_25gaussians", ["model.conditional=false", "model.n_sigmas=1",
-                                                "model.sigma=0.1"]),
-    "dsm, sigma ladder, unconditional": ("dsm_25gaussians", ["model.conditional=false"]),
-    "dsm, sigma ladder, noise-conditional @ sigma_min": ("dsm_25gaussians", []),
+    "dsm, one sigma = 0.1": ("dsm_25gaussians", []),
+    "dsm, sigma ladder, unconditional": ("dsm_25gaussians", ["model.n_sigmas=10"]),
+    "dsm, sigma ladder, noise-conditional @ sigma_min": (
+        "dsm_25gaussians", ["model.n_sigmas=10", "model.conditional=true"]),
     "ssm (Rademacher, variance-reduced)": ("ssm_25gaussians", []),
 }
 

@@ -100,8 +100,8 @@ def test_default_metrics_drop_kl_grid_where_there_is_no_closed_form(tiny_ebm_ove
 
 @pytest.mark.parametrize("recipe, extra", [
     ("dsm_25gaussians", []),
-    ("dsm_25gaussians", ["model.conditional=false", "model.n_sigmas=1"]),
-    ("dsm_25gaussians", ["model.conditional=false"]),
+    ("dsm_25gaussians", ["model.n_sigmas=4", "model.conditional=true"]),
+    ("dsm_25gaussians", ["model.n_sigmas=4"]),
     ("ssm_25gaussians", ["model.variance_reduced=false", "model.projection=gaussian"]),
     ("ssm_25gaussians", ["model.name=sm"]),
 ])
@@ -125,7 +125,9 @@ def test_score_models_train_sample_and_evaluate(tmp_path, recipe, extra):
     ("ebm_25gaussians", ["model.energy=conv"], "model.energy=conv needs image data"),
     ("ebm_25gaussians", ["model.jumps=-1"], "model.jumps: must be >= 0"),
     ("ssm_25gaussians", ["model.conditional=true"], "model.conditional: a noise-conditional"),
-    ("dsm_25gaussians", ["model.sigma_min=3.0"], "model.sigma_min=3.0 must be below"),
+    ("dsm_25gaussians", ["model.n_sigmas=4", "model.sigma_min=3.0"],
+     "model.sigma_min=3.0 must be below"),
+    ("dsm_25gaussians", ["model.conditional=true"], "model.conditional: a noise-conditional"),
     ("dsm_25gaussians", ["model.projection=uniform"], "model.projection: must be one of"),
 ])
 def test_bad_model_options_name_the_key(tmp_path, recipe, sets, message):
