@@ -1,0 +1,172 @@
+"""Text latent-space EBM: the LEBM prior over an autoregressive LSTM decoder (Pang, Han,
+Nijkamp, Zhu, Wu, "Learning Latent Space Energy-Based Prior Model", NeurIPS 2020, §5.2 / Table 3).
+
+``p_β(x|z) = Π_t p(x_t | x_<t, z)`` (:class:`shortrun.models.text_nets.TokenLSTM`, ``z``
+initialising the LSTM state and concatenated to every input), ``p_α(z) ∝ exp(f_α(z)) N(0, σ_p²I)``.
+Everything but the decoder is the image :class:`~shortrun.models.lebm.LEBM`: the prior energy
+(the one place the paper's sign is translated), both short-run chains through the library's one
+Langevin kernel, the optimisers. Only ``recon_energy`` changes — ``−log p_β(x|z)``, the
+teacher-forced LSTM log-likelihood summed over tokens (continuous ``z``: autograd gives the
+posterior drift) — and the generator loss, ``−Σ_t log p_β(x_t|x_<t, z⁺)`` averaged over the batch.
+
+Evaluation (``shortrun eval RUN --metrics nll,fppl,rppl``):
+
+- ``nll``: ``−log p(x)`` per test sentence (nats), importance sampled
+  (:func:`shortrun.metrics.text.importance_log_px`): ``model.nll_samples`` draws from a diagonal
+  Gaussian fitted to ``model.nll_chains`` posterior chains per sentence; the EBM prior is
+  normalised by ``log Z(α)`` from ``model.log_z_samples`` Monte-Carlo draws. ``nll_ppl`` is
+  ``exp(Σ NLL / Σ tokens)``.
+- ``fppl``: ``eval.n_samples`` sentences from the model scored by the ``lstm_lm`` run at
+  ``model.lm_run`` (trained on real PTB by the ``lstm_lm_ptb`` recipe).
+- ``rppl``: a fresh ``lstm_lm`` with the config of ``model.lm_run`` (``model.rppl_steps`` steps)
+  trained by the one Trainer on those generated sentences, scored on the real test split.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from shortrun.data.base import DataInfo, LoadedData
+from shortrun.data.ptb import lengths, trim
+from shortrun.errors import ConfigError
+from shortrun.models.base import Model, ModelOptions
+from shortrun.models.lebm import LEBM
+from shortrun.models.lebm_nets import ACTIVATIONS, PriorTilt
+from shortrun.models.lstm_lm import text_vocab_size
+from shortrun.models.text_nets import TokenLSTM
+from shortrun.objectives.contrastive import contrastive_loss
+from shortrun.train.fields import fld
+
+
+@dataclass
+class LEBMTextOptions(ModelOptions):
+    name: str = fld("lebm_text")
+    prior: str = fld("ebm", choices=("ebm", "gaussian"), doc="gaussian: the EBM removed")
+    nz: int = fld(32, gt=0, doc="latent dimension (32 in the paper's text experiments)")
+    ndf: int = fld(200, gt=0, doc="prior MLP width")
+    prior_act: str = fld("gelu", choices=tuple(ACTIVATIONS))
+    prior_sigma: float = fld(1.0, gt=0, doc="σ_p of the Gaussian reference N(0, σ_p²I)")
+    init_sigma: float = fld(1.0, gt=0, doc="both chains start at N(0, init_sigma²I)")
+    prior_steps: int = fld(60, gt=0, doc="K0, prior chain length")
+    prior_step_size: float = fld(0.4, gt=0, doc="s0")
+    post_steps: int = fld(20, gt=0, doc="K1, posterior chain length")
+    post_step_size: float = fld(0.1, gt=0, doc="s1")
+    lr_prior: float = fld(2e-5, gt=0, doc="Adam lr of the prior EBM (train.lr: decoder)")
+    emb: int = fld(256, gt=0, doc="decoder word-embedding size")
+    hidden: int = fld(512, gt=0, doc="decoder LSTM hidden size")
+    eval_post_steps: int | None = fld(None, gt=0, doc="posterior steps for nll; default post_steps")
+    nll_chains: int = fld(8, gt=1, doc="posterior chains per sentence fitting the IS proposal")
+    nll_samples: int = fld(100, gt=0, doc="importance samples per sentence")
+    nll_sentences: int | None = fld(None, gt=0, doc="score only the first n test sentences")
+    log_z_samples: int = fld(100_000, gt=0, doc="Monte-Carlo draws for log Z(α)")
+    lm_run: str | None = fld(None, doc="run dir of an lstm_lm_ptb run (fppl, rppl)")
+    rppl_steps: int = fld(2000, gt=0, doc="training steps of the reverse-perplexity LM")
+
+
+class LEBMText(LEBM):
+    name = "lebm_text"
+    Config = LEBMTextOptions
+    metrics = ("nll", "fppl", "rppl")
+    default_metrics = ("nll",)
+
+    def __init__(self, cfg, info: DataInfo) -> None:
+        Model.__init__(self, cfg, info)  # LEBM.__init__ builds an image generator
+        m: LEBMTextOptions = cfg.model
+        self.generator = TokenLSTM(text_vocab_size(info, self.name), m.emb, m.hidden, m.nz)
+        self.tilt = PriorTilt(m.nz, m.ndf, m.prior_act) if m.prior == "ebm" else None
+
+    def recon_energy(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``−log p_β(x|z) = −Σ_t log p(x_t | x_<t, z)`` over the non-pad tokens (exact)."""
+        return -self.generator.log_prob(x, z)
+
+    def prior_log_density(self, z: torch.Tensor, log_z: float) -> torch.Tensor:
+        """Normalised ``log p_α(z) = −E_α(z) − log Z(α) − (nz/2) log 2πσ_p²`` (Eq. 1)."""
+        s = self.cfg.model.prior_sigma
+        return -self.prior_energy(z) - log_z - 0.5 * z.shape[1] * math.log(2 * math.pi * s * s)
+
+    def training_step(self, batch, step, optimizers):
+        x = trim(batch)
+        z_pos = self.sample_posterior(x)
+        z_neg = self.sample_prior(x.shape[0]) if self.tilt is not None else None
+        nll = self.recon_energy(z_pos, x)
+        loss_g = nll.mean()
+        self.optimizer_step(optimizers["generator"], loss_g, self.generator.parameters())
+        ntok = float((lengths(x) - 1).sum())
+        metrics = {"loss": float(loss_g.detach()),
+                   "ppl_post": math.exp(float(nll.detach().sum()) / ntok)}
+        if self.tilt is not None:
+            out = contrastive_loss(self.prior_energy(z_pos), self.prior_energy(z_neg))
+            self.optimizer_step(optimizers["prior"], out.loss, self.tilt.parameters())
+            metrics.update({("loss_prior" if k == "loss" else k): v
+                            for k, v in out.metrics.items()})
+        else:
+            with torch.no_grad():
+                metrics["energy_pos"] = float(self.prior_energy(z_pos).mean())
+        return metrics
+
+    @torch.no_grad()
+    def sample(self, n, steps=None, generator=None):
+        z = self.sample_prior(n, steps or self.cfg.sample.steps, generator)
+        return self.generator.generate(n, self.info.shape[0], z, generator)
+
+    def draw(self, path, n):
+        from shortrun.metrics.text import write_sentences
+
+        write_sentences(self.sample(n), self.cfg.data, Path(path).with_suffix(".txt"))
+
+    # --- evaluation ------------------------------------------------------------------------
+    def log_px(self, x: torch.Tensor, log_z: float,
+               generator: torch.Generator | None = None) -> torch.Tensor:
+        """Importance-sampled ``log p(x)`` per sentence (see the module docstring)."""
+        from shortrun.metrics.text import fit_gaussian, importance_log_px
+
+        m: LEBMTextOptions = self.cfg.model
+        x = trim(x)
+        rep = x.repeat(m.nll_chains, 1)
+        z = self.sample_posterior(rep, m.eval_post_steps, generator)
+        mean, std = fit_gaussian(z.view(m.nll_chains, x.shape[0], -1))
+
+        def log_joint(zk: torch.Tensor) -> torch.Tensor:
+            return self.generator.log_prob(x, zk) + self.prior_log_density(zk, log_z)
+
+        return importance_log_px(log_joint, mean, std, m.nll_samples, generator)
+
+    def log_partition(self, generator: torch.Generator | None = None) -> float:
+        """``log Z(α)``; exactly 0 for the Gaussian prior."""
+        from shortrun.metrics.text import log_partition
+
+        if self.tilt is None:
+            return 0.0
+        m: LEBMTextOptions = self.cfg.model
+        return log_partition(self.tilt, m.nz, m.prior_sigma, m.log_z_samples,
+                             generator=generator)
+
+    def nll(self, test: torch.Tensor) -> dict[str, float]:
+        m: LEBMTextOptions = self.cfg.model
+        x = test[: m.nll_sentences] if m.nll_sentences else test
+        log_z = self.log_partition()
+        bs = max(1, self.cfg.eval.batch_size // m.nll_chains)
+        total, tokens = 0.0, 0
+        for i in range(0, x.shape[0], bs):
+            b = x[i: i + bs]
+            total -= float(self.log_px(b, log_z).sum())
+            tokens += int((lengths(b) - 1).sum())
+        return {"nll": total / x.shape[0], "nll_ppl": math.exp(total / tokens),
+                "nll_log_z": log_z, "nll_sentences": float(x.shape[0])}
+
+    def evaluate(self, metrics, data: LoadedData, run_dir):
+        out: dict[str, float] = {}
+        if data.test is None:
+            raise ConfigError("lebm_text eval needs a test split (data.name=ptb)")
+        if "nll" in metrics:
+            out.update(self.nll(data.test))
+        wanted = [k for k in ("fppl", "rppl") if k in metrics]
+        if wanted:
+            from shortrun.metrics.text import generated_perplexities
+
+            out.update(generated_perplexities(self, wanted, data, Path(run_dir)))
+        return out

@@ -1,0 +1,77 @@
+"""LSTM language model: the scorer behind the forward / reverse perplexity of text generators
+(FPPL and RPPL, Zhao et al. 2018 "Adversarially Regularized Autoencoders" §6; used for the LEBM
+paper's PTB table, Pang et al. 2020 Table 3).
+
+Trained by maximum likelihood, ``loss = −Σ log p(x_t | x_<t) / #tokens`` over the non-pad
+targets of a batch (``</s>`` included). ``shortrun eval RUN --metrics ppl`` writes the test
+perplexity ``exp(total NLL / total tokens)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from shortrun.data.base import DataInfo
+from shortrun.data.ptb import lengths, trim
+from shortrun.errors import ConfigError
+from shortrun.models.base import Model, ModelOptions
+from shortrun.models.text_nets import TokenLSTM
+from shortrun.train.fields import fld
+
+
+@dataclass
+class LstmLmOptions(ModelOptions):
+    name: str = fld("lstm_lm")
+    emb: int = fld(256, gt=0, doc="word-embedding size")
+    hidden: int = fld(512, gt=0, doc="LSTM hidden size")
+    layers: int = fld(1, gt=0)
+    dropout: float = fld(0.3, ge=0.0, lt=1.0)
+
+
+def text_vocab_size(info: DataInfo, model: str) -> int:
+    if info.kind != "text":
+        raise ConfigError(f"model {model!r} needs a text dataset (data.name=ptb); "
+                          f"got data of kind {info.kind!r}")
+    return int(info.high) + 1
+
+
+class LstmLM(Model):
+    name = "lstm_lm"
+    Config = LstmLmOptions
+    metrics = ("ppl",)
+    default_metrics = ("ppl",)
+
+    def __init__(self, cfg, info: DataInfo) -> None:
+        super().__init__(cfg, info)
+        m: LstmLmOptions = cfg.model
+        self.lm = TokenLSTM(text_vocab_size(info, self.name), m.emb, m.hidden, 0, m.layers,
+                            m.dropout)
+
+    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        """``log p(x)`` per sentence, ``(B,)``."""
+        return self.lm.log_prob(trim(x))
+
+    def training_step(self, batch, step, optimizers):
+        x = trim(batch)
+        ntok = float((lengths(x) - 1).sum())
+        loss = -self.lm.log_prob(x).sum() / ntok
+        self.optimizer_step(optimizers["main"], loss)
+        return {"loss": float(loss.detach()), "ppl": float(loss.detach().exp())}
+
+    @torch.no_grad()
+    def sample(self, n, steps=None, generator=None):
+        return self.lm.generate(n, self.info.shape[0], generator=generator)
+
+    def draw(self, path, n):
+        from shortrun.metrics.text import write_sentences
+
+        write_sentences(self.sample(n), self.cfg.data, path.with_suffix(".txt"))
+
+    def evaluate(self, metrics, data, run_dir):
+        from shortrun.metrics.text import perplexity
+
+        if data.test is None:
+            raise ConfigError("--metrics ppl: the dataset has no test split")
+        return {"ppl": perplexity(self.log_prob, data.test, self.cfg.eval.batch_size)}
