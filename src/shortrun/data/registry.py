@@ -24,6 +24,7 @@ DATASETS: dict[str, str] = {
     "svhn": "shortrun.data.svhn:SvhnOptions:load_svhn",
     "cifar10": "shortrun.data.cifar10:Cifar10Options:load_cifar10",
     "celeba64": "shortrun.data.celeba:CelebaOptions:load_celeba",
+    "ptb": "shortrun.data.ptb:PtbOptions:load_ptb",
 }
 
 

@@ -23,6 +23,8 @@ MODELS: dict[str, str] = {
     "classifier": "shortrun.models.classifier:Classifier",
     "dual_mcmc": "shortrun.models.dual_mcmc:DualMCMC",
     "lebm": "shortrun.models.lebm:LEBM",
+    "lebm_text": "shortrun.models.lebm_text:LEBMText",
+    "lstm_lm": "shortrun.models.lstm_lm:LstmLM",
 }
 
 
