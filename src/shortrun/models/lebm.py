@@ -50,6 +50,8 @@ class LEBMOptions(ModelOptions):
     post_step_size: float = fld(0.1, gt=0, doc="s1")
     lr_prior: float = fld(2e-5, gt=0, doc="Adam lr of the prior EBM (train.lr: generator)")
     channels_last: bool = fld(True, doc="NHWC generator (faster on CPU, same results)")
+    anomaly_score: str = fld("joint", choices=("joint", "tilt"),
+                             doc="joint: −log p(x, z); tilt: −f_α(z) alone, both at z ~ p(z|x)")
     eval_post_steps: int | None = fld(None, gt=0,
                                       doc="posterior steps for mse/auprc; default post_steps")
 
@@ -196,10 +198,15 @@ class LEBM(Model):
     @torch.no_grad()
     def anomaly_score(self, x: torch.Tensor, steps: int | None = None,
                       generator: torch.Generator | None = None) -> torch.Tensor:
-        """``−log p(x, z)`` up to a constant at one posterior sample ``z`` — that is
-        ``‖x − g(z)‖²/(2σ²) − f_α(z) + ‖z‖²/(2σ_p²)``. Higher means more anomalous (the paper
-        thresholds the unnormalised ``log p(x, z)``; this is its negative)."""
+        """Anomaly score at one posterior sample ``z ~ p(z|x)``; higher = more anomalous.
+
+        ``model.anomaly_score: joint`` (default): ``−log p(x, z)`` up to a constant,
+        ``‖x − g(z)‖²/(2σ²) − f_α(z) + ‖z‖²/(2σ_p²)`` (the paper thresholds the unnormalised
+        ``log p(x, z)``; this is its negative). ``tilt``: the EBM term ``−f_α(z)`` alone, i.e.
+        how much the learned prior disfavours the latent code relative to the Gaussian."""
         z = self.sample_posterior(x, steps, generator)
+        if self.cfg.model.anomaly_score == "tilt" and self.tilt is not None:
+            return -self.tilt(z)
         return self.posterior_energy(z, x)
 
     def draw(self, path, n):
