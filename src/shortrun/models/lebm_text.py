@@ -79,6 +79,12 @@ class LEBMText(LEBM):
         self.generator = TokenLSTM(text_vocab_size(info, self.name), m.emb, m.hidden, m.nz)
         self.tilt = PriorTilt(m.nz, m.ndf, m.prior_act) if m.prior == "ebm" else None
 
+    def init_z(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        """``N(0, init_sigma²I)`` in the decoder's dtype (float64 models check gradients)."""
+        w = self.generator.out.weight
+        return self.cfg.model.init_sigma * torch.randn(
+            (n, self.cfg.model.nz), generator=generator, device=w.device, dtype=w.dtype)
+
     def recon_energy(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """``−log p_β(x|z) = −Σ_t log p(x_t | x_<t, z)`` over the non-pad tokens (exact)."""
         return -self.generator.log_prob(x, z)
