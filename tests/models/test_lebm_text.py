@@ -169,7 +169,8 @@ def test_nll_of_a_decoder_that_ignores_z_equals_the_plain_lm_nll():
     out = m.nll(BATCH)
     assert out["nll_sentences"] == 3.0
     assert out["nll"] == pytest.approx(-float(exact.mean()), abs=0.05)
-    assert out["nll_ppl"] == pytest.approx(math.exp(-float(exact.sum()) / 13), rel=0.05)  # 4+2+7 targets
+    # 4 + 2 + 7 scored targets
+    assert out["nll_ppl"] == pytest.approx(math.exp(-float(exact.sum()) / 13), rel=0.05)
 
 
 def test_perplexity_is_exp_of_nll_per_scored_token():
