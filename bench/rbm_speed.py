@@ -103,11 +103,12 @@ def main() -> None:
         print(f"repeat {r + 1}: sklearn {times['sklearn']:.2f}s  shortrun {times['shortrun']:.2f}s"
               f"  peak numpy {peaks[0]:.0f} torch {peaks[1]:.0f} GFLOP/s", flush=True)
     best_peak = max(peaks)
-    print(f"threads={args.threads} n={args.n} (best of {args.repeats})")
+    print(f"threads={args.threads}, {args.n} images = {args.n // 100} updates per pass "
+          f"(best of {args.repeats}); an epoch of 60,000 is {60_000 / args.n:g}× a pass")
     print(f"fp32 GEMM peak: numpy {peaks[0]:.1f} GFLOP/s, torch {peaks[1]:.1f} GFLOP/s")
     for name, t in times.items():
         rate = flop / t / 1e9
-        print(f"{name:9s} {t:6.2f} s/epoch  {rate:6.1f} GFLOP/s  "
+        print(f"{name:9s} {t:6.2f} s/pass  {rate:6.1f} GFLOP/s  "
               f"{100 * rate / best_peak:5.1f}% of the faster peak")
     print(f"speed-up shortrun vs sklearn: {times['sklearn'] / times['shortrun']:.2f}x")
 

@@ -26,15 +26,17 @@ Beta = float | torch.Tensor
 
 
 def _numpy_gemm_ok(*ts: torch.Tensor) -> bool:
-    return all(t.device.type == "cpu" and not t.requires_grad
+    # Single-threaded only: with more threads, NumPy's OpenBLAS pool and torch's OpenMP pool
+    # spin against each other (measured 6× slower on 2 shared cores, bench/results_rbm.md).
+    return torch.get_num_threads() == 1 and all(t.device.type == "cpu" and not t.requires_grad
                and t.dtype in (torch.float32, torch.float64) and t.dtype == ts[0].dtype
                for t in ts)
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``a @ b``. On CPU, for tensors outside autograd, through NumPy's BLAS: on the machines
-    we measured (bench/results_rbm.md) it runs the RBM's skinny GEMMs 1.3-1.6× faster than
-    torch's, and the tensors share memory so nothing is copied."""
+    """``a @ b``. On CPU with one thread, for tensors outside autograd, through NumPy's BLAS:
+    on the machine we measured (bench/results_rbm.md) it runs the RBM's skinny GEMMs 1.3-1.6×
+    faster than torch's, and the tensors share memory so nothing is copied."""
     if _numpy_gemm_ok(a, b) and (out is None or _numpy_gemm_ok(out)):
         if out is None:
             return torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
