@@ -16,10 +16,13 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+# A second `make demo` writes runs/demo-2, runs/demo-3, ...: an earlier run is never touched.
 demo: setup
-	$(VENV)/bin/shortrun train --out runs/demo
-	$(VENV)/bin/shortrun eval runs/demo
-	$(VENV)/bin/shortrun sample runs/demo --n 2000 --out runs/demo/samples.png
+	@d=runs/demo; i=1; while [ -e $$d ]; do i=$$((i+1)); d=runs/demo-$$i; done; \
+	$(VENV)/bin/shortrun train --out $$d && \
+	$(VENV)/bin/shortrun eval $$d && \
+	$(VENV)/bin/shortrun sample $$d --n 2000 --out $$d/samples.png && \
+	echo "demo run: $$d (eval.json, samples/, samples.png)"
 
 test: setup
 	$(PY) -m ruff check src tests bench
