@@ -91,8 +91,9 @@ def bernoulli(p: torch.Tensor, generator: torch.Generator | None = None) -> torc
 
 
 @dataclass
-class BernoulliRBMParams:
-    """Weights ``W`` (n_visible × n_hidden), visible bias ``b``, hidden bias ``c``."""
+class _RBMWeights:
+    """What both RBMs share: weights ``W`` (n_visible × n_hidden), visible bias ``b``, hidden
+    bias ``c``, and binary hidden units ``p(h=1 | v) = σ(β · hidden_input(v))``."""
 
     W: torch.Tensor
     b: torch.Tensor
@@ -107,11 +108,19 @@ class BernoulliRBMParams:
         return self.W.shape[1]
 
     def hidden_input(self, v: torch.Tensor) -> torch.Tensor:
-        return affine(v, self.W, self.c)
+        raise NotImplementedError
 
     def hidden_prob(self, v: torch.Tensor, beta: Beta = 1.0) -> torch.Tensor:
         a = self.hidden_input(v)
         return torch.sigmoid_(a if _is_one(beta) else a * beta)
+
+
+@dataclass
+class BernoulliRBMParams(_RBMWeights):
+    """Binary visible and hidden units."""
+
+    def hidden_input(self, v: torch.Tensor) -> torch.Tensor:
+        return affine(v, self.W, self.c)
 
     def visible_prob(self, h: torch.Tensor, beta: Beta = 1.0) -> torch.Tensor:
         a = affine(h, self.W.t(), self.b)
@@ -132,28 +141,13 @@ class BernoulliRBMParams:
 
 
 @dataclass
-class GaussianRBMParams:
+class GaussianRBMParams(_RBMWeights):
     """Gaussian visible units: as Bernoulli plus ``log_var`` (zᵢ = log σᵢ²)."""
 
-    W: torch.Tensor
-    b: torch.Tensor
-    c: torch.Tensor
     log_var: torch.Tensor
-
-    @property
-    def n_visible(self) -> int:
-        return self.W.shape[0]
-
-    @property
-    def n_hidden(self) -> int:
-        return self.W.shape[1]
 
     def hidden_input(self, v: torch.Tensor) -> torch.Tensor:
         return affine(v * torch.exp(-self.log_var), self.W, self.c)
-
-    def hidden_prob(self, v: torch.Tensor, beta: Beta = 1.0) -> torch.Tensor:
-        a = self.hidden_input(v)
-        return torch.sigmoid_(a if _is_one(beta) else a * beta)
 
     def visible_mean(self, h: torch.Tensor) -> torch.Tensor:
         return affine(h, self.W.t(), self.b)

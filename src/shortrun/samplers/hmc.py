@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from shortrun.samplers.langevin import EnergyFn, energy_grad
-from shortrun.samplers.mala import MCMCInfo
+from shortrun.samplers.metropolis import MCMCInfo, mh_accept, where_rows
 
 
 def _kinetic(p: torch.Tensor) -> torch.Tensor:
@@ -53,11 +53,9 @@ def hmc(
         p = p - (0.5 * eps) * g
         e_q = e_q.detach()
         log_alpha = (energy + _kinetic(p0)) - (e_q + _kinetic(p))
-        u = torch.rand(x.shape[0], generator=generator, device=x.device)
-        accept = torch.log(u) < torch.nan_to_num(log_alpha, nan=-float("inf"))
-        mask = accept.view(-1, *([1] * (x.dim() - 1)))
-        x = torch.where(mask, q, x)
-        grad = torch.where(mask, g, grad)
+        accept = mh_accept(log_alpha, generator)
+        x = where_rows(accept, q, x)
+        grad = where_rows(accept, g, grad)
         energy = torch.where(accept, e_q, energy)
         accepted += accept.float()
     return x, MCMCInfo(accepted / n_steps, energy)

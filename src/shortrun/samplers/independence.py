@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 
 from shortrun.samplers.langevin import EnergyFn
-from shortrun.samplers.mala import MCMCInfo
+from shortrun.samplers.metropolis import MCMCInfo, mh_accept, where_rows
 
 
 def noise_log_density(source) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -50,9 +50,8 @@ def independence_mh(
         energy_y = energy_fn(y)
         log_q_y = log_q(y)
         log_alpha = (energy - energy_y) + (log_q_x - log_q_y)
-        u = torch.rand(x.shape[0], generator=generator, device=x.device)
-        accept = torch.log(u) < torch.nan_to_num(log_alpha, nan=-float("inf"))
-        x = torch.where(accept.view(-1, *([1] * (x.dim() - 1))), y, x)
+        accept = mh_accept(log_alpha, generator)
+        x = where_rows(accept, y, x)
         energy = torch.where(accept, energy_y, energy)
         log_q_x = torch.where(accept, log_q_y, log_q_x)
         accepted += accept.float()

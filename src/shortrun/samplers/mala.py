@@ -10,22 +10,12 @@ carried between steps so each step costs one energy-and-gradient evaluation.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 
 from shortrun.samplers.langevin import EnergyFn, energy_grad
+from shortrun.samplers.metropolis import MCMCInfo, mh_accept, where_rows
 
-
-class MCMCInfo(NamedTuple):
-    """Per-chain acceptance rate over the run and the energy of the final state."""
-
-    acceptance_rate: torch.Tensor
-    energy: torch.Tensor
-
-    @property
-    def mean_acceptance(self) -> float:
-        return float(self.acceptance_rate.mean())
+__all__ = ["MCMCInfo", "mala"]
 
 
 def _log_q(to: torch.Tensor, frm: torch.Tensor, grad_frm: torch.Tensor, s: float) -> torch.Tensor:
@@ -58,11 +48,9 @@ def mala(
         energy_y, grad_y = energy_grad(energy_fn, y)
         energy_y = energy_y.detach()
         log_alpha = (energy - energy_y) + _log_q(x, y, grad_y, s) - _log_q(y, x, grad, s)
-        u = torch.rand(x.shape[0], generator=generator, device=x.device)
-        accept = torch.log(u) < torch.nan_to_num(log_alpha, nan=-float("inf"))
-        mask = accept.view(-1, *([1] * (x.dim() - 1)))
-        x = torch.where(mask, y, x)
-        grad = torch.where(mask, grad_y, grad)
+        accept = mh_accept(log_alpha, generator)
+        x = where_rows(accept, y, x)
+        grad = where_rows(accept, grad_y, grad)
         energy = torch.where(accept, energy_y, energy)
         accepted += accept.float()
     return x, MCMCInfo(accepted / n_steps, energy)
