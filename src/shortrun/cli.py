@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sample", help="draw samples from a trained run")
     s.add_argument("run_dir", type=Path)
     s.add_argument("--n", type=int, default=None, help="number of samples (default sample.n)")
-    s.add_argument("--out", type=Path, help="FILE.npz (key x, data scale) or FILE.png")
+    s.add_argument("--out", type=Path, help="FILE.npz (key x, data scale; token ids for text), "
+                   "FILE.png (images, 2-D points) or FILE.txt (text: one sentence a line)")
     s.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     _data_dir(s)
 
@@ -113,8 +114,17 @@ def cmd_sample(args: argparse.Namespace) -> int:
     run = load_run(args.run_dir, args.overrides)
     n = args.n or run.cfg.sample.n
     out = args.out or (args.run_dir / "samples.npz")
-    if out.suffix not in (".npz", ".png"):
-        raise ConfigError(f"--out {out}: the file must end in .npz or .png")
+    if out.suffix not in (".npz", ".png", ".txt"):
+        raise ConfigError(f"--out {out}: the file must end in .npz or .png "
+                          "(or .txt for text models)")
+    text = run.model.info.kind == "text"
+    if text and out.suffix == ".png":
+        raise ConfigError(f"--out {out}: {args.run_dir} is a text model ({run.cfg.model.name}); "
+                          "use --out FILE.txt (one sentence a line) or FILE.npz (token ids)")
+    if not text and out.suffix == ".txt":
+        raise ConfigError(f"--out {out}: .txt is for text models; {args.run_dir} is a "
+                          f"{run.model.info.kind} model ({run.cfg.model.name}), use FILE.png "
+                          "or FILE.npz")
     torch.manual_seed(run.cfg.sample.seed)
     chunks = []
     bs = run.cfg.sample.batch_size
@@ -123,8 +133,11 @@ def cmd_sample(args: argparse.Namespace) -> int:
     x = torch.cat(chunks)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".npz":
-        data_scale = run.to_data_scale(x)
-        np.savez(out, x=data_scale.numpy())
+        np.savez(out, x=(x if text else run.to_data_scale(x)).numpy())
+    elif out.suffix == ".txt":
+        from shortrun.metrics.text import write_sentences
+
+        write_sentences(x, run.cfg.data, out)
     else:
         save_samples(x, run.model.info, out)
     print(f"wrote {n} samples to {out}")

@@ -236,3 +236,33 @@ def test_short_training_resume_and_eval(tmp_path, capsys):
     assert all(1 < out[k] < 2 * V for k in ("fppl", "rppl", "nll_ppl"))
     lm_eval = main(["eval", str(tmp_path / "lm")])
     assert lm_eval == 0 and "ppl" in json.loads((tmp_path / "lm" / "eval.json").read_text())
+
+
+def test_sample_cli_writes_sentences_for_text_runs(tmp_path, capsys, tiny_ebm_overrides):
+    import numpy as np
+
+    from shortrun.cli import main
+
+    root = write_corpus(tmp_path / "data")
+    vocab = set("the a cat dog sat ran on mat <unk>".split())
+    cfg = resolve("lebm_ptb_small", [*TINY, *RUN, "train.steps=2", f"data.data_dir={root}",
+                                     "data.max_words=null"])
+    Trainer(cfg, tmp_path / "run").fit()
+    run = str(tmp_path / "run")
+    assert main(["sample", run, "--n", "7", "--out", str(tmp_path / "s.txt")]) == 0
+    lines = (tmp_path / "s.txt").read_text().splitlines()
+    assert len(lines) == 7 and all(set(line.split()) <= vocab for line in lines)
+    assert main(["sample", run, "--n", "3", "--out", str(tmp_path / "s.npz")]) == 0
+    x = np.load(tmp_path / "s.npz")["x"]
+    assert x.shape == (3, 8) and x.dtype == np.int64 and (x[:, 0] == BOS_ID).all()
+    capsys.readouterr()
+    assert main(["sample", run, "--out", str(tmp_path / "s.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a text model (lebm_text); use --out FILE.txt" in err
+    # the converse: an image / point run asked for sentences
+    Trainer(resolve("ebm_8gaussians", tiny_ebm_overrides), tmp_path / "pts").fit()
+    capsys.readouterr()
+    assert main(["sample", str(tmp_path / "pts"), "--out", str(tmp_path / "p.txt")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ".txt is for text models" in err
+    assert not (tmp_path / "p.txt").exists() and not (tmp_path / "s.png").exists()

@@ -11,7 +11,8 @@ Langevin chains from ``N(0, I)`` (Eq. 9-10), run by the library's one kernel:
   so each step is one backward pass, with every parameter frozen (no parameter-gradient work).
 
 Updates, in the order of the authors' ``train_svhn.py``: posterior chain, prior chain, generator
-step on ``Σ_pixels ‖x − g(z⁺)‖² / B``, EBM step on ``mean E_α(z⁺) − mean E_α(z⁻)`` (the
+step on ``Σ_pixels ‖x − g(z⁺)‖² / B`` (the ``generator_loss`` hook, which the text subclass
+overrides), EBM step on ``mean E_α(z⁺) − mean E_α(z⁻)`` (the
 contrastive objective, Eq. 7). ``model.prior: gaussian`` removes the EBM (the paper's ablation).
 """
 
@@ -146,16 +147,28 @@ class LEBM(Model):
                                              betas=t.betas, weight_decay=t.weight_decay)
         return opts
 
+    def training_batch(self, batch: torch.Tensor) -> torch.Tensor:
+        """Hook: the data a training step learns from (the text model trims padding)."""
+        return batch
+
+    def generator_loss(self, x: torch.Tensor, z: torch.Tensor,
+                       ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Hook: the generator's loss at posterior samples ``z⁺`` and its extra metrics.
+
+        Images: the official ``Σ_pixels ‖x − g(z⁺)‖² / B`` (σ² is absorbed by Adam), logged
+        as ``mse_post`` per pixel. The text subclass returns ``mean −log p_β(x|z⁺)``."""
+        sq = (x - self.generator(z)).flatten(1).pow(2).sum(1)
+        return sq.mean(), {"mse_post": float(sq.detach().mean()) / x[0].numel()}
+
     def training_step(self, batch, step, optimizers):
-        x = batch
+        """One learning iteration in the official order: posterior chain, prior chain,
+        generator step (:meth:`generator_loss`), EBM step (contrastive, Eq. 7)."""
+        x = self.training_batch(batch)
         z_pos = self.sample_posterior(x)
         z_neg = self.sample_prior(x.shape[0]) if self.tilt is not None else None
-        # Generator: the official loss Σ_pixels ‖x − g(z⁺)‖² / B (σ² is absorbed by Adam).
-        sq = (x - self.generator(z_pos)).flatten(1).pow(2).sum(1)
-        loss_g = sq.mean()
+        loss_g, extra = self.generator_loss(x, z_pos)
         self.optimizer_step(optimizers["generator"], loss_g, self.generator.parameters())
-        metrics = {"loss": float(loss_g.detach()),
-                   "mse_post": float(sq.detach().mean()) / x[0].numel()}
+        metrics = {"loss": float(loss_g.detach()), **extra}
         if self.tilt is not None:
             out = contrastive_loss(self.prior_energy(z_pos), self.prior_energy(z_neg))
             self.optimizer_step(optimizers["prior"], out.loss, self.tilt.parameters())

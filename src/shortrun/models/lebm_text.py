@@ -5,9 +5,10 @@ Nijkamp, Zhu, Wu, "Learning Latent Space Energy-Based Prior Model", NeurIPS 2020
 initialising the LSTM state and concatenated to every input), ``p_α(z) ∝ exp(f_α(z)) N(0, σ_p²I)``.
 Everything but the decoder is the image :class:`~shortrun.models.lebm.LEBM`: the prior energy
 (the one place the paper's sign is translated), both short-run chains through the library's one
-Langevin kernel, the optimisers. Only ``recon_energy`` changes — ``−log p_β(x|z)``, the
-teacher-forced LSTM log-likelihood summed over tokens (continuous ``z``: autograd gives the
-posterior drift) — and the generator loss, ``−Σ_t log p_β(x_t|x_<t, z⁺)`` averaged over the batch.
+Langevin kernel, the optimisers and the learning step (``LEBM.training_step``). Only hooks
+change: ``recon_energy`` — ``−log p_β(x|z)``, the teacher-forced LSTM log-likelihood summed over
+tokens (continuous ``z``: autograd gives the posterior drift) — ``generator_loss``,
+``−Σ_t log p_β(x_t|x_<t, z⁺)`` averaged over the batch, and ``training_batch`` (trim padding).
 
 Evaluation (``shortrun eval RUN --metrics nll,fppl,rppl``):
 
@@ -38,7 +39,6 @@ from shortrun.models.lebm import LEBM
 from shortrun.models.lebm_nets import ACTIVATIONS, PriorTilt
 from shortrun.models.lstm_lm import text_vocab_size
 from shortrun.models.text_nets import TokenLSTM
-from shortrun.objectives.contrastive import contrastive_loss
 from shortrun.train.fields import fld
 
 
@@ -94,25 +94,16 @@ class LEBMText(LEBM):
         s = self.cfg.model.prior_sigma
         return -self.prior_energy(z) - log_z - 0.5 * z.shape[1] * math.log(2 * math.pi * s * s)
 
-    def training_step(self, batch, step, optimizers):
-        x = trim(batch)
-        z_pos = self.sample_posterior(x)
-        z_neg = self.sample_prior(x.shape[0]) if self.tilt is not None else None
-        nll = self.recon_energy(z_pos, x)
-        loss_g = nll.mean()
-        self.optimizer_step(optimizers["generator"], loss_g, self.generator.parameters())
+    def training_batch(self, batch: torch.Tensor) -> torch.Tensor:
+        """The batch trimmed to its longest sentence."""
+        return trim(batch)
+
+    def generator_loss(self, x: torch.Tensor, z: torch.Tensor,
+                       ) -> tuple[torch.Tensor, dict[str, float]]:
+        """``mean −log p_β(x|z⁺)``; logs the posterior perplexity ``ppl_post`` of the batch."""
+        nll = self.recon_energy(z, x)
         ntok = float((lengths(x) - 1).sum())
-        metrics = {"loss": float(loss_g.detach()),
-                   "ppl_post": math.exp(float(nll.detach().sum()) / ntok)}
-        if self.tilt is not None:
-            out = contrastive_loss(self.prior_energy(z_pos), self.prior_energy(z_neg))
-            self.optimizer_step(optimizers["prior"], out.loss, self.tilt.parameters())
-            metrics.update({("loss_prior" if k == "loss" else k): v
-                            for k, v in out.metrics.items()})
-        else:
-            with torch.no_grad():
-                metrics["energy_pos"] = float(self.prior_energy(z_pos).mean())
-        return metrics
+        return nll.mean(), {"ppl_post": math.exp(float(nll.detach().sum()) / ntok)}
 
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
