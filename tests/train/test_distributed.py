@@ -1,34 +1,20 @@
 """torchrun with the gloo backend on CPU: 2 processes, then resume in 1."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
+import torch.distributed
+from dist_helper import torchrun
+from torch import nn
 
 from shortrun.errors import ConfigError
+from shortrun.models.base import Model
 from shortrun.train.checkpoint import load_checkpoint
-from shortrun.train.distributed import DistInfo, check_world
+from shortrun.train.distributed import DistInfo, average_gradients_before_step, check_world
 from shortrun.train.rundir import read_config
 from shortrun.train.trainer import Trainer
-
-TORCHRUN = Path(sys.executable).with_name("torchrun")
-
-
-def torchrun(run_dir, recipe, sets, nproc=2):
-    if not TORCHRUN.exists():
-        pytest.skip("torchrun is not installed beside this Python")
-    args = [str(TORCHRUN), "--standalone", f"--nproc_per_node={nproc}", "-m", "shortrun",
-            "train", recipe, "--out", str(run_dir)]
-    for s in ["train.progress=false", *sets]:
-        args += ["--set", s]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
 
 
 def test_two_process_ebm_then_single_process_resume(tmp_path, tiny_ebm_overrides):
@@ -49,3 +35,29 @@ def test_changed_world_size_is_refused_with_a_message():
     with pytest.raises(ConfigError, match="written by 2 process.*--nproc_per_node=2"):
         check_world(2, DistInfo(rank=0, world=4))
     check_world(2, DistInfo())  # a single process may resume it
+
+
+def test_gradient_clipping_sees_the_rank_averaged_gradient(tmp_path):
+    """``Model.optimizer_step`` averages over the ranks before it clips (as DDP would), and the
+    step hook then does not average a second time.
+
+    A one-process gloo group with ``world=2`` given to the hook acts like a second rank whose
+    gradient is zero, so the average halves the gradient and the order becomes visible."""
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}",
+                                         rank=0, world_size=1)
+    try:
+        model = Model(SimpleNamespace(train=SimpleNamespace(grad_clip=6.0)), None)
+        model.w = nn.Parameter(torch.zeros(2))
+        opt = torch.optim.SGD([model.w], lr=1.0)
+        average_gradients_before_step(opt, world=2)
+        target = torch.tensor([6.0, 8.0])  # the gradient is -target, norm 10
+        norm = model.optimizer_step(opt, -(model.w * target).sum())
+        # averaged (norm 5, under the clip of 6) then applied once; clipping first would
+        # give [1.8, 2.4], averaging twice [1.5, 2.0]
+        assert norm == pytest.approx(5.0)
+        assert torch.allclose(model.w.detach(), torch.tensor([3.0, 4.0]))
+        model.cfg.train.grad_clip = None  # without a clip the step hook averages
+        model.optimizer_step(opt, -(model.w * target).sum())
+        assert torch.allclose(model.w.detach(), torch.tensor([6.0, 8.0]))
+    finally:
+        torch.distributed.destroy_process_group()

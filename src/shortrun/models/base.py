@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from shortrun.errors import ConfigError
+from shortrun.train.distributed import average_gradients_now
 from shortrun.train.fields import fld
 
 if TYPE_CHECKING:
@@ -74,6 +75,8 @@ class Model(nn.Module):
         loss.backward()
         norm = None
         if self.cfg.train.grad_clip is not None:
+            # data parallel: clip the rank-averaged gradient (as DDP would), not each rank's
+            average_gradients_now(optimizer)
             if params is None:
                 params = [p for g in optimizer.param_groups for p in g["params"]]
             norm = float(nn.utils.clip_grad_norm_(list(params), self.cfg.train.grad_clip))

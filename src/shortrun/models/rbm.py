@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from shortrun.errors import ConfigError
 from shortrun.models.rbm_learning import RBMBase, RBMOptions
 from shortrun.samplers.gibbs import BernoulliRBMParams, GibbsState, bernoulli
+from shortrun.train.distributed import all_mean_
 from shortrun.train.fields import fld
 
 
@@ -82,8 +83,11 @@ class BernoulliRBM(RBMBase):
         if not self.centered:
             return
         rate = self.cfg.model.offset_rate
-        new_mu = torch.lerp(self.mu, pos.v.mean(0), rate)
-        new_lam = torch.lerp(self.lam, pos.h_prob.mean(0), rate)
+        # data-parallel runs: the means of the global batch, so that the offsets (and the bias
+        # shifts paired with them, written outside the optimiser) agree on every rank
+        means = all_mean_(torch.cat([pos.v.mean(0), pos.h_prob.mean(0)]))
+        new_mu = torch.lerp(self.mu, means[: self.n_visible], rate)
+        new_lam = torch.lerp(self.lam, means[self.n_visible :], rate)
         self.b.add_(self.W @ (new_lam - self.lam))
         self.c.add_((new_mu - self.mu) @ self.W)
         self.mu.copy_(new_mu)

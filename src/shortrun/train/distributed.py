@@ -5,9 +5,13 @@ then (1) gives every rank a distinct slice of each global batch (:class:`EpochBa
 (2) averages gradients across ranks right before every ``optimizer.step()`` through a step
 pre-hook — the same averaged gradient DistributedDataParallel computes, but also correct for
 models that call their networks many times per update (Langevin chains) or write closed-form
-gradients into ``.grad`` (RBMs), which DDP's forward-wrapper cannot see — and (3) lets only
-rank 0 log, draw and write checkpoints. Each rank keeps its own chains, replay-buffer shard
-and RNG stream; rank 0 gathers them into the checkpoint as per-rank shards.
+gradients into ``.grad`` (RBMs), which DDP's forward-wrapper cannot see; with
+``train.grad_clip`` ``Model.optimizer_step`` averages first (:func:`average_gradients_now`), so
+the clip sees the averaged gradient — and (3) lets only rank 0 log, draw and write checkpoints.
+Each rank keeps its own chains, replay-buffer shard, RNG stream and BatchNorm running
+statistics; rank 0 gathers the buffers into the checkpoint as per-rank shards. State a model
+moves outside its optimisers from its own batch slice goes through :func:`all_mean_` (the
+global batch's statistics), so the parameters stay bit-identical on every rank.
 """
 
 from __future__ import annotations
@@ -51,11 +55,17 @@ def shutdown(info: DistInfo) -> None:
         dist.destroy_process_group()
 
 
-def average_gradients_before_step(optimizer: torch.optim.Optimizer, world: int) -> None:
-    """Register a pre-step hook that all-reduces (averages) every gradient of ``optimizer``."""
+_AVERAGE = "_shortrun_average_gradients"
+_AVERAGED = "_shortrun_gradients_averaged"
 
-    def hook(opt: torch.optim.Optimizer, args, kwargs) -> None:
-        grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
+
+def average_gradients_before_step(optimizer: torch.optim.Optimizer, world: int) -> None:
+    """Register a pre-step hook that all-reduces (averages) every gradient of ``optimizer``,
+    unless :func:`average_gradients_now` already did since the last step."""
+
+    def average() -> None:
+        grads = [p.grad for g in optimizer.param_groups for p in g["params"]
+                 if p.grad is not None]
         if not grads:
             return
         flat = torch.cat([g.reshape(-1) for g in grads])
@@ -66,7 +76,35 @@ def average_gradients_before_step(optimizer: torch.optim.Optimizer, world: int) 
             g.copy_(flat[offset : offset + g.numel()].view_as(g))
             offset += g.numel()
 
+    def hook(opt: torch.optim.Optimizer, args, kwargs) -> None:
+        if getattr(opt, _AVERAGED, False):
+            setattr(opt, _AVERAGED, False)
+            return
+        average()
+
+    setattr(optimizer, _AVERAGE, average)
     optimizer.register_step_pre_hook(hook)
+
+
+def average_gradients_now(optimizer: torch.optim.Optimizer) -> None:
+    """Average ``optimizer``'s gradients over the ranks now rather than in its next ``step()``
+    (which then leaves them alone): ``Model.optimizer_step`` calls it before clipping the
+    gradient norm, so the clip sees the averaged gradient, as under DDP. A no-op for an
+    optimiser the Trainer did not register (a single process)."""
+    average = getattr(optimizer, _AVERAGE, None)
+    if average is not None:
+        average()
+        setattr(optimizer, _AVERAGED, True)
+
+
+def all_mean_(tensor: torch.Tensor) -> torch.Tensor:
+    """Average ``tensor`` in place over the ranks of the running process group; a no-op in a
+    single process. For state a model updates outside its optimisers from its own batch slice
+    (the centred RBM's offsets), so that every rank applies the global batch's statistics."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(tensor)
+        tensor /= dist.get_world_size()
+    return tensor
 
 
 def mean_metrics(metrics: dict[str, float], info: DistInfo) -> dict[str, float]:

@@ -74,7 +74,6 @@ class Trainer:
         torch.manual_seed(cfg.train.seed)
         self.model: Model = build_model(cfg, self.data.info).to(self.device)
         if self.dist.enabled:
-            dist.broadcast_parameters(self.model)
             # every rank runs its own chains: a distinct random stream per rank
             torch.manual_seed(cfg.train.seed + 7919 * self.dist.rank)
         if t.compile:
@@ -94,6 +93,10 @@ class Trainer:
                 prepare_new(self.run_dir)
                 save_config(cfg, self.run_dir / CONFIG)
             self.model.on_train_start(self.data)
+            if self.dist.enabled:
+                # rank 0's parameters everywhere, after the data-dependent init (which runs
+                # under each rank's own seed); a resumed run loads them from the checkpoint
+                dist.broadcast_parameters(self.model)
         self.logger = MetricsLogger(self.run_dir, enabled=self.dist.is_main)
         if resume:
             self.logger.truncate_after(self.step)
