@@ -7,13 +7,17 @@ update). Throughput = chains × steps / second; the best of ``--repeats`` runs i
 because the machine is shared. Peers are imported from whatever environment runs this script
 (a throwaway venv, never a project dependency); a peer that is missing is reported as such.
 
-    /tmp/benchenv/bin/python bench/langevin_throughput.py --threads 1 --repeats 5
+    PYTHONPATH=src nice -n 10 /tmp/benchenv/bin/python bench/langevin_throughput.py \
+        --threads 1 --repeats 7
+
+The load average of the machine is printed before and after the run.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import platform
 import time
 
@@ -35,6 +39,16 @@ def plain_loop(energy, x, steps):
 
 def ours(energy, x, steps):
     return langevin(energy, x, steps, S)[0]
+
+
+def ours_no_onednn(energy, x, steps):
+    """Ablation: the same fast path with oneDNN switched off (its products via F.linear/BLAS)."""
+    before = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        return langevin(energy, x, steps, S)[0]
+    finally:
+        torch._C._set_mkldnn_enabled(before)
 
 
 def ours_autograd(energy, x, steps):
@@ -77,7 +91,7 @@ def time_all(runners: dict, energy, x0, steps, repeats) -> dict[str, float]:
     """Best wall time per sampler; repeats are interleaved (A B C … A B C …) so that load from
     other processes on the shared machine hits every sampler alike."""
     for fn in runners.values():
-        fn(energy, x0[:100], 3)  # warm-up
+        fn(energy, x0.clone(), 2)  # warm-up at full size (oneDNN primitives, allocator)
     best = dict.fromkeys(runners, math.inf)
     for _ in range(repeats):
         for name, fn in runners.items():
@@ -102,6 +116,7 @@ def main() -> None:
         q.requires_grad_(True)
     x0 = torch.randn(args.chains, 2)
     runners = {"shortrun langevin": lambda: ours,
+               "shortrun langevin (fast path, oneDNN off)": lambda: ours_no_onednn,
                "shortrun langevin (autograd path)": lambda: ours_autograd,
                "ebmkit LangevinDynamics": make_ebmkit,
                "TorchEBM LangevinDynamics": make_torchebm,
@@ -112,11 +127,15 @@ def main() -> None:
             ready[name] = make()
         except ImportError as exc:
             rows.append((name, None, f"not installed ({exc.name})"))
+    load_before = os.getloadavg()
     best = time_all(ready, energy, x0, args.steps, args.repeats)
+    load_after = os.getloadavg()
     rows = [(name, args.chains * args.steps / sec, f"{sec:.3f} s")
             for name, sec in best.items()] + rows
     print(f"torch {torch.__version__}, threads={args.threads}, {platform.processor() or 'cpu'}, "
           f"{args.chains} chains x {args.steps} steps, best of {args.repeats}")
+    print("load average (1, 5, 15 min) before: {:.2f} {:.2f} {:.2f}; after: {:.2f} {:.2f} {:.2f}"
+          .format(*load_before, *load_after))
     peers = [r[1] for r in rows if r[1] and r[0].split()[0] in ("ebmkit", "TorchEBM")]
     fastest_peer = max(peers) if peers else None
     ours_rate = rows[0][1]

@@ -65,17 +65,29 @@ def langevin_step(
     """One transition. ``drift_clamp`` bounds each coordinate of ``½s²∇E``; ``domain`` clamps
     the state after the step (both are the stabilisers of IGEBM-style training)."""
     energy, grad = energy_grad(energy_fn, x, create_graph=create_graph)
-    drift = (0.5 * step_size**2) * grad
-    if drift_clamp is not None:
-        drift = drift.clamp(-drift_clamp, drift_clamp)
-    base = x if create_graph else x.detach()
-    x_new = base - drift
+    info = LangevinInfo(energy.detach(), grad.detach().flatten(1).norm(dim=1))
+    half_s2, noise_std = 0.5 * step_size**2, step_size * noise_scale
+    if create_graph:
+        drift = half_s2 * grad
+        if drift_clamp is not None:
+            drift = drift.clamp(-drift_clamp, drift_clamp)
+        x_new = x - drift
+        if noise_scale > 0:
+            noise = torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
+            x_new = x_new + noise_std * noise
+        if domain is not None:
+            x_new = x_new.clamp(domain[0], domain[1])
+        return x_new, info
+    # No graph: one fresh tensor for the new state, updated in place (x itself is not touched).
+    if drift_clamp is None:
+        x_new = torch.add(x.detach(), grad, alpha=-half_s2)
+    else:
+        x_new = x.detach() - (half_s2 * grad).clamp_(-drift_clamp, drift_clamp)
     if noise_scale > 0:
         noise = torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
-        x_new = x_new + (step_size * noise_scale) * noise
+        x_new.add_(noise, alpha=noise_std)
     if domain is not None:
-        x_new = x_new.clamp(domain[0], domain[1])
-    info = LangevinInfo(energy.detach(), grad.detach().flatten(1).norm(dim=1))
+        x_new.clamp_(domain[0], domain[1])
     return x_new, info
 
 

@@ -1,0 +1,138 @@
+"""``MLPEnergy.energy_and_grad`` (the Langevin kernel's fast path) against autograd.
+
+The reference is autograd through ``forward`` in float64 on the same weights; the fast pass is
+checked in float64 (same arithmetic, tolerance at rounding level) and in float32 (oneDNN
+products on CPU for ≥ 256 rows, ``F.linear`` below that and with oneDNN switched off), both
+in one block and split into blocks. Fixed seeds throughout.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from shortrun.energies import MLPEnergy, mlp
+
+
+@pytest.fixture
+def mkldnn_enabled():
+    """Set ``torch.backends.mkldnn.enabled`` for one test and restore it afterwards."""
+    before = torch._C._get_mkldnn_enabled()
+    yield torch._C._set_mkldnn_enabled
+    torch._C._set_mkldnn_enabled(before)
+
+
+def reference(energy: MLPEnergy, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Energy and input gradient by autograd in float64."""
+    ref = MLPEnergy(energy.net[0].in_features, energy.net[0].out_features,
+                    sum(isinstance(m, torch.nn.Linear) for m in energy.net) - 1).double()
+    ref.load_state_dict({k: v.double() for k, v in energy.state_dict().items()})
+    xd = x.detach().double().requires_grad_(True)
+    e = ref(xd)
+    (g,) = torch.autograd.grad(e.sum(), xd)
+    return e.detach(), g
+
+
+def make(depth: int, in_dim: int = 2, hidden: int = 128, seed: int = 0) -> MLPEnergy:
+    torch.manual_seed(seed)
+    return MLPEnergy(in_dim, hidden, depth)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+@pytest.mark.parametrize("n", [7, 300, 5000])
+def test_float64_fast_pass_equals_autograd(depth, n):
+    energy = make(depth).double()
+    x = 2 * torch.randn(n, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    e, g = energy.energy_and_grad(x)
+    e_ref, g_ref = reference(energy, x)
+    torch.testing.assert_close(e, e_ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(g, g_ref, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+@pytest.mark.parametrize("n", [7, 255, 256, 2048, 10_000])
+@pytest.mark.parametrize("onednn", [True, False])
+def test_float32_fast_pass_matches_autograd(depth, n, onednn, mkldnn_enabled):
+    """Float32 rounding only: relative error of order 1e-6 of the gradient's scale."""
+    energy = make(depth)
+    x = 2 * torch.randn(n, 2, generator=torch.Generator().manual_seed(2))
+    mkldnn_enabled(onednn)
+    expect_onednn = (onednn and n >= 256 and torch.backends.mkldnn.is_available()
+                     and mlp._onednn_linear_works())
+    assert mlp._use_onednn(x) == expect_onednn
+    e, g = energy.energy_and_grad(x)
+    e_ref, g_ref = reference(energy, x)
+    assert e.dtype == g.dtype == torch.float32 and g.shape == x.shape and e.shape == (n,)
+    scale = g_ref.abs().max().item()
+    torch.testing.assert_close(e.double(), e_ref, rtol=1e-5, atol=1e-5 * e_ref.abs().max().item())
+    torch.testing.assert_close(g.double(), g_ref, rtol=1e-4, atol=1e-5 * scale)
+
+
+def test_float32_fast_pass_agrees_with_float32_autograd_as_closely_as_two_float32_runs():
+    """The fast pass is no further from float64 than float32 autograd itself (10,000 chains,
+    the benchmark's 2→128→128→1 network)."""
+    energy = make(2)
+    x = torch.randn(10_000, 2, generator=torch.Generator().manual_seed(3))
+    e, g = energy.energy_and_grad(x)
+    xr = x.clone().requires_grad_(True)
+    e_auto = energy(xr)
+    (g_auto,) = torch.autograd.grad(e_auto.sum(), xr)
+    e_ref, g_ref = reference(energy, x)
+    err_fast = (g.double() - g_ref).abs().max().item()
+    err_auto = (g_auto.double() - g_ref).abs().max().item()
+    assert err_fast <= 4 * err_auto + 1e-9
+    torch.testing.assert_close(g, g_auto, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(e, e_auto.detach(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("block_rows", [1, 100, 999, 4096])
+def test_blocks_give_the_same_result(block_rows):
+    energy = make(2, in_dim=3, hidden=32)
+    x = torch.randn(1000, 3, generator=torch.Generator().manual_seed(4))
+    whole = energy.energy_and_grad(x)
+    energy.block_rows = block_rows
+    parts = energy.energy_and_grad(x)
+    for a, b in zip(whole, parts, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_image_shaped_input_is_flattened_and_the_gradient_keeps_its_shape():
+    energy = make(2, in_dim=12, hidden=16).double()
+    x = torch.randn(300, 3, 2, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    e, g = energy.energy_and_grad(x)
+    e_ref, g_ref = reference(energy, x)
+    assert g.shape == x.shape
+    torch.testing.assert_close(e, e_ref)
+    torch.testing.assert_close(g, g_ref)
+
+
+def test_no_graph_and_no_parameter_gradients():
+    energy = make(2)
+    x = torch.randn(400, 2)
+    e, g = energy.energy_and_grad(x)
+    assert not e.requires_grad and not g.requires_grad
+    assert all(p.grad is None for p in energy.parameters())
+
+
+def test_declines_where_only_autograd_applies():
+    x = torch.randn(5, 3)
+    assert MLPEnergy(3, 8, 2, act="tanh").energy_and_grad(x) is None
+    assert MLPEnergy(3, 8, 2, spectral_norm=True).energy_and_grad(x) is None
+
+
+def test_onednn_is_used_on_this_cpu_build_when_available():
+    """Guards the speed-up itself: on a CPU build with oneDNN the probe must accept the op."""
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("no oneDNN in this torch build")
+    assert mlp._onednn_linear_works()
+    assert mlp._use_onednn(torch.zeros(256, 2)) and not mlp._use_onednn(torch.zeros(255, 2))
+    assert not mlp._use_onednn(torch.zeros(256, 2, dtype=torch.float64))
+
+
+def test_non_contiguous_input():
+    energy = make(2)
+    x = torch.randn(600, 4, generator=torch.Generator().manual_seed(9))[:, ::2]
+    e, g = energy.energy_and_grad(x)
+    e_ref, g_ref = reference(energy, x)
+    torch.testing.assert_close(e.double(), e_ref, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(g.double(), g_ref, rtol=1e-4, atol=1e-6)
