@@ -136,3 +136,10 @@ def test_non_contiguous_input():
     e_ref, g_ref = reference(energy, x)
     torch.testing.assert_close(e.double(), e_ref, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(g.double(), g_ref, rtol=1e-4, atol=1e-6)
+
+
+def test_declines_under_bf16_autocast_so_the_cast_policy_applies():
+    energy = MLPEnergy(2, 16, 2)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert energy.energy_and_grad(torch.randn(8, 2)) is None
+    assert energy.energy_and_grad(torch.randn(8, 2)) is not None

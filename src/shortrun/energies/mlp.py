@@ -93,7 +93,9 @@ class MLPEnergy(nn.Module):
         in blocks of :attr:`block_rows` so that the activations stay in cache, and on CPU in
         float32 the products go through oneDNN (module docstring).
         """
-        if not self._fast_grad:
+        # Under autocast (train.precision=bf16) autograd applies the cast policy op by op;
+        # the hand-written pass would mix dtypes, so it steps aside.
+        if not self._fast_grad or torch.is_autocast_enabled(x.device.type):
             return None
         linears = [m for m in self.net if isinstance(m, nn.Linear)]
         flat = x.flatten(1)
