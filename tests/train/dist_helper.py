@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import traceback
@@ -33,7 +34,17 @@ def _launch(target: list[str], nproc: int, timeout: float) -> subprocess.Complet
         pytest.skip("torchrun is not installed beside this Python")
     args = [str(TORCHRUN), "--standalone", f"--nproc_per_node={nproc}", *target]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
+    # Own process group, so that a launch that times out takes its worker ranks with it
+    # instead of leaving them waiting in a collective.
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"torchrun did not finish in {timeout} s:\n{err[-3000:]}")
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def torchrun(run_dir, recipe, sets, nproc=2, timeout=120):
