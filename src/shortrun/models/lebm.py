@@ -34,22 +34,29 @@ from shortrun.train.fields import fld
 
 
 @dataclass
-class LEBMOptions(ModelOptions):
-    name: str = fld("lebm")
+class LatentPriorOptions(ModelOptions):
+    """The latent EBM prior and its two chains: shared by the image and the text model."""
+
     prior: str = fld("ebm", choices=("ebm", "gaussian"), doc="gaussian: the EBM removed")
-    generator: str = fld("auto", choices=GENERATORS, doc="auto: picked from the data shape")
     nz: int = fld(100, gt=0, doc="latent dimension")
-    ngf: int = fld(64, gt=0, doc="generator width")
     ndf: int = fld(200, gt=0, doc="prior MLP width")
     prior_act: str = fld("gelu", choices=tuple(ACTIVATIONS))
     prior_sigma: float = fld(1.0, gt=0, doc="σ_p of the Gaussian reference N(0, σ_p²I)")
     init_sigma: float = fld(1.0, gt=0, doc="both chains start at N(0, init_sigma²I)")
-    llhd_sigma: float = fld(0.3, gt=0, doc="σ of the observation noise ε ~ N(0, σ²I)")
     prior_steps: int = fld(60, gt=0, doc="K0, prior chain length")
     prior_step_size: float = fld(0.4, gt=0, doc="s0")
     post_steps: int = fld(20, gt=0, doc="K1, posterior chain length")
     post_step_size: float = fld(0.1, gt=0, doc="s1")
-    lr_prior: float = fld(2e-5, gt=0, doc="Adam lr of the prior EBM (train.lr: generator)")
+    lr_prior: float = fld(2e-5, gt=0,
+                          doc="Adam lr of the prior EBM (train.lr: the generator / decoder)")
+
+
+@dataclass
+class LEBMOptions(LatentPriorOptions):
+    name: str = fld("lebm")
+    generator: str = fld("auto", choices=GENERATORS, doc="auto: picked from the data shape")
+    ngf: int = fld(64, gt=0, doc="generator width")
+    llhd_sigma: float = fld(0.3, gt=0, doc="σ of the observation noise ε ~ N(0, σ²I)")
     channels_last: bool = fld(True, doc="NHWC generator (faster on CPU, same results)")
     anomaly_score: str = fld("joint", choices=("joint", "tilt"),
                              doc="joint: −log p(x, z); tilt: −f_α(z) alone, both at z ~ p(z|x)")

@@ -34,28 +34,18 @@ import torch
 from shortrun.data.base import DataInfo, LoadedData
 from shortrun.data.ptb import lengths, trim
 from shortrun.errors import ConfigError
-from shortrun.models.base import Model, ModelOptions
-from shortrun.models.lebm import LEBM
-from shortrun.models.lebm_nets import ACTIVATIONS, PriorTilt
+from shortrun.models.base import Model
+from shortrun.models.lebm import LEBM, LatentPriorOptions
+from shortrun.models.lebm_nets import PriorTilt
 from shortrun.models.lstm_lm import text_vocab_size
 from shortrun.models.text_nets import TokenLSTM
 from shortrun.train.fields import fld
 
 
 @dataclass
-class LEBMTextOptions(ModelOptions):
+class LEBMTextOptions(LatentPriorOptions):
     name: str = fld("lebm_text")
-    prior: str = fld("ebm", choices=("ebm", "gaussian"), doc="gaussian: the EBM removed")
     nz: int = fld(32, gt=0, doc="latent dimension (32 in the paper's text experiments)")
-    ndf: int = fld(200, gt=0, doc="prior MLP width")
-    prior_act: str = fld("gelu", choices=tuple(ACTIVATIONS))
-    prior_sigma: float = fld(1.0, gt=0, doc="σ_p of the Gaussian reference N(0, σ_p²I)")
-    init_sigma: float = fld(1.0, gt=0, doc="both chains start at N(0, init_sigma²I)")
-    prior_steps: int = fld(60, gt=0, doc="K0, prior chain length")
-    prior_step_size: float = fld(0.4, gt=0, doc="s0")
-    post_steps: int = fld(20, gt=0, doc="K1, posterior chain length")
-    post_step_size: float = fld(0.1, gt=0, doc="s1")
-    lr_prior: float = fld(2e-5, gt=0, doc="Adam lr of the prior EBM (train.lr: decoder)")
     emb: int = fld(256, gt=0, doc="decoder word-embedding size")
     hidden: int = fld(512, gt=0, doc="decoder LSTM hidden size")
     eval_post_steps: int | None = fld(None, gt=0, doc="posterior steps for nll; default post_steps")
