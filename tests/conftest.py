@@ -25,6 +25,14 @@ TINY_EBM = [
 ]
 
 
+@pytest.fixture
+def mkldnn_enabled():
+    """Set ``torch.backends.mkldnn.enabled`` for one test and restore it afterwards."""
+    before = torch._C._get_mkldnn_enabled()
+    yield torch._C._set_mkldnn_enabled
+    torch._C._set_mkldnn_enabled(before)
+
+
 @pytest.fixture(autouse=True)
 def _quiet_threads():
     torch.set_num_threads(1)

@@ -12,14 +12,7 @@ import pytest
 import torch
 
 from shortrun.energies import MLPEnergy, mlp
-
-
-@pytest.fixture
-def mkldnn_enabled():
-    """Set ``torch.backends.mkldnn.enabled`` for one test and restore it afterwards."""
-    before = torch._C._get_mkldnn_enabled()
-    yield torch._C._set_mkldnn_enabled
-    torch._C._set_mkldnn_enabled(before)
+from shortrun.onednn import onednn_linear_works
 
 
 def reference(energy: MLPEnergy, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,7 +51,7 @@ def test_float32_fast_pass_matches_autograd(depth, n, onednn, mkldnn_enabled):
     x = 2 * torch.randn(n, 2, generator=torch.Generator().manual_seed(2))
     mkldnn_enabled(onednn)
     expect_onednn = (onednn and n >= 256 and torch.backends.mkldnn.is_available()
-                     and mlp._onednn_linear_works())
+                     and onednn_linear_works())
     assert mlp._use_onednn(x) == expect_onednn
     e, g = energy.energy_and_grad(x)
     e_ref, g_ref = reference(energy, x)
@@ -124,7 +117,7 @@ def test_onednn_is_used_on_this_cpu_build_when_available():
     """Guards the speed-up itself: on a CPU build with oneDNN the probe must accept the op."""
     if not torch.backends.mkldnn.is_available():
         pytest.skip("no oneDNN in this torch build")
-    assert mlp._onednn_linear_works()
+    assert onednn_linear_works()
     assert mlp._use_onednn(torch.zeros(256, 2)) and not mlp._use_onednn(torch.zeros(255, 2))
     assert not mlp._use_onednn(torch.zeros(256, 2, dtype=torch.float64))
 

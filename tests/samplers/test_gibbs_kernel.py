@@ -83,3 +83,25 @@ def test_hidden_state_reuse_and_step_counts():
     assert torch.allclose(s.h_prob, torch.sigmoid(s.h_input))
     with pytest.raises(ValueError, match="n_steps must be >= 0"):
         block_gibbs(p, v, -1)
+
+
+@pytest.mark.parametrize("onednn", [True, False])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_gemm_and_affine_routes_agree_with_float64(onednn, threads, mkldnn_enabled):
+    """Every CPU route of the RBM's products (oneDNN, NumPy, torch) gives float32 rounding
+    away from the float64 product, for the transposed views the kernel and the update pass."""
+    from shortrun.samplers.gibbs import affine, gemm
+
+    mkldnn_enabled(onednn)
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(4)
+    v = torch.rand(30, 40, generator=g).round()
+    W = torch.randn(40, 20, generator=g) * 0.1
+    c = torch.randn(20, generator=g)
+    h = torch.rand(30, 20, generator=g)
+    ref = v.double() @ W.double() + c.double()
+    torch.testing.assert_close(affine(v, W, c).double(), ref, rtol=0, atol=1e-5)
+    torch.testing.assert_close(affine(h, W.t(), torch.zeros(40)).double(),
+                               h.double() @ W.double().t(), rtol=0, atol=1e-5)
+    torch.testing.assert_close(gemm(v.t(), h).double(), v.double().t() @ h.double(),
+                               rtol=0, atol=1e-5)

@@ -9,7 +9,8 @@ On CPU in float32 the pass runs its matrix products through oneDNN (``mkldnn._li
 the op ``torch.compile`` itself lowers ``nn.Linear`` to on CPU) rather than ``F.linear``'s BLAS
 GEMM: for the 10,000 × 128 × 128 products of a Langevin step it is about 2.5× faster on the
 benchmark machine (bench/results_ebm.md, "Langevin throughput"). Same float32 arithmetic, a
-different summation order; anything the probe below does not accept falls back to ``F.linear``.
+different summation order; anything :mod:`shortrun.onednn`'s probe does not accept falls back
+to ``F.linear``.
 """
 
 from __future__ import annotations
@@ -18,36 +19,21 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-_ONEDNN_OK: bool | None = None  # probed once on first use
-
-
-def _onednn_linear_works() -> bool:
-    """Whether ``mkldnn._linear_pointwise`` exists here and agrees with ``F.linear``."""
-    global _ONEDNN_OK
-    if _ONEDNN_OK is None:
-        try:
-            g = torch.Generator().manual_seed(0)
-            x, w, b = (torch.randn(*s, generator=g) for s in ((5, 3), (4, 3), (4,)))
-            out = torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
-            _ONEDNN_OK = bool(torch.allclose(out, F.linear(x, w, b), atol=1e-5, rtol=1e-5))
-        except (AttributeError, RuntimeError, NotImplementedError):
-            _ONEDNN_OK = False
-    return _ONEDNN_OK
+from shortrun.onednn import onednn_linear, onednn_usable
 
 
 def _use_onednn(x: torch.Tensor) -> bool:
     # Below a few hundred rows oneDNN's per-call set-up costs more than it saves.
-    return (x.device.type == "cpu" and x.dtype == torch.float32 and x.shape[0] >= 256
-            and torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
-            and _onednn_linear_works())
+    return x.shape[0] >= 256 and onednn_usable(x)
 
 
 def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
             onednn: bool) -> torch.Tensor:
     """``x @ w.T + b`` (``F.linear``), through oneDNN where ``onednn``."""
     if onednn:
-        return torch.ops.mkldnn._linear_pointwise(x, w.contiguous(), b, "none", [], "")
+        return onednn_linear(x, w.contiguous(), b)
     return F.linear(x, w, b)
+
 
 ACTIVATIONS = {"silu": nn.SiLU, "gelu": nn.GELU, "relu": nn.ReLU, "elu": nn.ELU,
                "lrelu": lambda: nn.LeakyReLU(0.2), "tanh": nn.Tanh, "softplus": nn.Softplus}

@@ -161,11 +161,10 @@ class RBMBase(Model):
         hd, hm = self.hidden_stats(pos.h_prob), self.hidden_stats(neg.h_prob)
         nd, nm = len(xd), len(xm)
         # −⟨x hᵀ⟩_data + ⟨x hᵀ⟩_chains as ONE GEMM over the stacked batch (K = nd + nm keeps
-        # BLAS in its efficient regime), written straight into the gradient buffer
+        # BLAS in its efficient regime)
         x = torch.cat([xd, xm])
         h = torch.cat([hd * (-1.0 / nd), hm * (1.0 / nm)])
-        gW = self.W.grad if self.W.grad is not None else torch.empty_like(self.W)
-        self.W.grad = gemm(x.t(), h, out=gW)
+        self.W.grad = gemm(x.t(), h)
         self.b.grad = bm.mean(0) - bd.mean(0)
         self.c.grad = hm.mean(0) - hd.mean(0)
         self.extra_grads(pos, neg)

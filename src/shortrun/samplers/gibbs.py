@@ -22,6 +22,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from shortrun.onednn import onednn_linear, onednn_usable
+
 Beta = float | torch.Tensor
 
 
@@ -33,23 +35,24 @@ def _numpy_gemm_ok(*ts: torch.Tensor) -> bool:
                for t in ts)
 
 
-def gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``a @ b``. On CPU with one thread, for tensors outside autograd, through NumPy's BLAS:
-    on the machine we measured (bench/results_rbm.md) it runs the RBM's skinny GEMMs 1.3-1.6×
-    faster than torch's, and the tensors share memory so nothing is copied."""
-    if _numpy_gemm_ok(a, b) and (out is None or _numpy_gemm_ok(out)):
-        if out is None:
-            return torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
-        np.matmul(a.numpy(), b.numpy(), out=out.numpy())
-        return out
-    return torch.mm(a, b, out=out) if out is not None else a @ b
+def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` for tensors outside autograd, through the fastest CPU route that applies:
+    oneDNN for float32 (:mod:`shortrun.onednn`; about 2× torch's BLAS on the RBM's skinny
+    products on the benchmark machine, bench/results_rbm.md), else NumPy's BLAS single-threaded
+    (1.1× torch's there; the tensors share memory), else torch. Transposed views are fine."""
+    if onednn_usable(a, b):
+        return onednn_linear(a, b.t())
+    if _numpy_gemm_ok(a, b):
+        return torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
+    return a @ b
 
 
 def affine(x: torch.Tensor, W: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """``bias + x @ W`` (torch.addmm semantics)."""
+    """``bias + x @ W`` (torch.addmm semantics), by the same routes as :func:`gemm`."""
+    if onednn_usable(x, W, bias):
+        return onednn_linear(x, W.t(), bias)
     if _numpy_gemm_ok(x, W, bias):
-        out = gemm(x, W)
-        return out.add_(bias)
+        return gemm(x, W).add_(bias)
     return torch.addmm(bias, x, W)
 
 

@@ -1,0 +1,51 @@
+"""Float32 matrix products through oneDNN on CPU, for the kernels' no-autograd inner loops.
+
+PyTorch's ``torch.mm``/``torch.addmm`` on CPU call the BLAS it was built with (MKL for the
+x86 wheels), which on the AMD machine we benchmark on runs its generic code path: 80-90 GFLOP/s
+on one core for the RBM's 100 × 784 × 500 products, against about 180 GFLOP/s for the same
+product through oneDNN's JIT kernels (``mkldnn._linear_pointwise``, the op ``torch.compile``
+itself lowers ``nn.Linear`` to on CPU); measurements in bench/results_rbm.md and
+bench/results_ebm.md. It is the same float32 arithmetic in a different summation order.
+
+``_linear_pointwise`` is a private op, so it is used only after a probe shows it exists and
+agrees with ``F.linear``; everything else falls back to the public ops.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+_WORKS: bool | None = None  # probed once on first use
+
+
+def onednn_linear_works() -> bool:
+    """Whether ``mkldnn._linear_pointwise`` exists here and agrees with ``F.linear``."""
+    global _WORKS
+    if _WORKS is None:
+        try:
+            g = torch.Generator().manual_seed(0)
+            x, w, b = (torch.randn(*s, generator=g) for s in ((5, 3), (4, 3), (4,)))
+            out = torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
+            # a transposed (non-contiguous) weight is how the RBM calls it
+            out_t = torch.ops.mkldnn._linear_pointwise(x, w.t().contiguous().t(), None,
+                                                       "none", [], "")
+            _WORKS = bool(torch.allclose(out, F.linear(x, w, b), atol=1e-5, rtol=1e-5)
+                          and torch.allclose(out_t, x @ w.t(), atol=1e-5, rtol=1e-5))
+        except (AttributeError, RuntimeError, NotImplementedError):
+            _WORKS = False
+    return _WORKS
+
+
+def onednn_usable(*ts: torch.Tensor) -> bool:
+    """True when every tensor is a float32 CPU tensor outside autograd and oneDNN is on."""
+    return (all(t.device.type == "cpu" and t.dtype == torch.float32 and not t.requires_grad
+                for t in ts)
+            and torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
+            and onednn_linear_works())
+
+
+def onednn_linear(x: torch.Tensor, w: torch.Tensor,
+                  b: torch.Tensor | None = None) -> torch.Tensor:
+    """``x @ w.T + b`` through oneDNN; ``x`` and ``w`` may be transposed views (no copy)."""
+    return torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")

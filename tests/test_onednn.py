@@ -1,0 +1,46 @@
+"""``shortrun.onednn``: the probe, the guard, and products against a float64 reference."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from shortrun.onednn import onednn_linear, onednn_linear_works, onednn_usable
+
+needs_onednn = pytest.mark.skipif(
+    not (torch.backends.mkldnn.is_available() and onednn_linear_works()),
+    reason="no usable oneDNN linear in this torch build")
+
+
+def rand(*shape: int, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+@needs_onednn
+@pytest.mark.parametrize("transpose_x", [False, True])
+@pytest.mark.parametrize("transpose_w", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_linear_matches_float64_reference(transpose_x, transpose_w, bias):
+    """Transposed views are read in place; the result is float32 rounding away from float64."""
+    x = rand(37, 50, seed=1).t().contiguous().t() if transpose_x else rand(37, 50, seed=1)
+    w = rand(29, 50, seed=2).t().contiguous().t() if transpose_w else rand(29, 50, seed=2)
+    b = rand(29, seed=3) if bias else None
+    out = onednn_linear(x, w, b)
+    ref = x.double() @ w.double().t() + (b.double() if bias else 0.0)
+    assert out.dtype == torch.float32 and out.shape == (37, 29)
+    # |error| ≤ a few ulps of Σ|x||w| (here ≈ 50 · 1 · 1, so ~1e-5)
+    torch.testing.assert_close(out.double(), ref, rtol=0, atol=5e-5)
+
+
+def test_guard_refuses_what_it_cannot_run(mkldnn_enabled):
+    x = torch.zeros(4, 3)
+    assert not onednn_usable(x.double())
+    assert not onednn_usable(x.requires_grad_(True))
+    mkldnn_enabled(False)
+    assert not onednn_usable(torch.zeros(4, 3))
+
+
+@needs_onednn
+def test_guard_accepts_float32_cpu_tensors():
+    """Guards the speed-up itself: on a CPU build with oneDNN the route must be taken."""
+    assert onednn_usable(torch.zeros(4, 3), torch.zeros(3, 5).t())
