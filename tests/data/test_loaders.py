@@ -7,7 +7,7 @@ import torch
 
 from shortrun.data.digits import DigitsOptions, load_digits
 from shortrun.data.idx import read_idx
-from shortrun.data.mnist import MnistOptions, load_mnist
+from shortrun.data.mnist import MnistOptions, load_mnist, pooled_anomaly_split
 from shortrun.errors import DataError
 
 
@@ -37,10 +37,32 @@ def test_mnist_from_idx_files(tmp_path):
     write_idx(folder / "train-labels-idx1-ubyte.gz", y_tr)
     write_idx(folder / "t10k-images-idx3-ubyte.gz", x_tr[:5])
     write_idx(folder / "t10k-labels-idx1-ubyte.gz", y_tr[:5])
-    d = load_mnist(MnistOptions(data_dir=str(tmp_path), anomaly_digit=int(y_tr[0])))
+    d = load_mnist(MnistOptions(data_dir=str(tmp_path), anomaly_digit=int(y_tr[0]),
+                                anomaly_split="test"))
     assert (d.train_labels != int(y_tr[0])).all()
     raw = d.info.to_data_scale(d.test)
     np.testing.assert_allclose(raw[:, 0].numpy(), x_tr[:5], atol=1e-3)
+    pooled = load_mnist(MnistOptions(data_dir=str(tmp_path), anomaly_digit=int(y_tr[0])))
+    assert len(pooled.train) + len(pooled.test) == 25  # every image, once
+
+
+def test_pooled_anomaly_split_is_the_papers_protocol():
+    """Zenati et al. 2018: 80% of the pooled normal images train; the other 20% and every
+    anomaly test; nothing is in both; the permutation is NumPy's RandomState(seed)."""
+    y_tr, y_te = torch.arange(70) % 10, torch.arange(30) % 10
+    # each image carries its pooled index, so membership can be read back
+    x_tr = torch.arange(70.0).reshape(70, 1, 1, 1)
+    x_te = torch.arange(70.0, 100.0).reshape(30, 1, 1, 1)
+    xa, ya, xb, yb = pooled_anomaly_split(x_tr, y_tr, x_te, y_te, digit=3, seed=42)
+    train_ids, test_ids = set(xa.reshape(-1).long().tolist()), set(xb.reshape(-1).long().tolist())
+    assert not train_ids & test_ids and len(train_ids | test_ids) == 100
+    assert (ya != 3).all() and len(xa) == int(90 * 0.8) == 72
+    assert int((yb == 3).sum()) == 10 and len(xb) == 28
+    normal = np.flatnonzero(torch.cat([y_tr, y_te]).numpy() != 3)
+    expected = normal[np.random.RandomState(42).permutation(90)[:72]]
+    assert xa.reshape(-1).long().tolist() == expected.tolist()
+    again = pooled_anomaly_split(x_tr, y_tr, x_te, y_te, digit=3, seed=42)
+    assert torch.equal(again[0], xa) and torch.equal(again[2], xb)
 
 
 def test_missing_files_say_which_and_where(tmp_path):

@@ -7,7 +7,14 @@ import pytest
 import torch
 
 from shortrun.errors import ConfigError
-from shortrun.metrics.anomaly import SCORES_FILE, auprc, auroc, heldout_class_eval, pr_curve
+from shortrun.metrics.anomaly import (
+    SCORES_FILE,
+    auprc,
+    auprc_trapezoid,
+    auroc,
+    heldout_class_eval,
+    pr_curve,
+)
 
 
 def test_hand_computed_example():
@@ -16,6 +23,9 @@ def test_hand_computed_example():
     scores, labels = [0.9, 0.8, 0.7, 0.1], [1, 0, 1, 0]
     assert auprc(scores, labels) == pytest.approx(5 / 6)
     assert auroc(scores, labels) == pytest.approx(0.75)
+    # The papers' trapezoid over the PR points (R, P) = (0, 1), (½, 1), (½, ½), (1, ⅔), (1, ½):
+    # ½·1 + ½·(½ + ⅔)/2 = 19/24 (the trapezoid may fall either side of the step-wise sum).
+    assert auprc_trapezoid(scores, labels) == pytest.approx(19 / 24)
 
 
 def test_higher_score_means_more_anomalous():
@@ -44,6 +54,7 @@ def test_heldout_class_protocol_writes_scores(tmp_path):
     out = heldout_class_eval(lambda b: b[:, 0] * (2 * (b[:, 0] % 2) - 1), x, y, anomaly_class=1,
                              run_dir=tmp_path, batch_size=7)
     assert out["auprc"] == pytest.approx(1.0) and out["auroc"] == pytest.approx(1.0)
+    assert out["auprc_trapezoid"] == pytest.approx(1.0)
     assert out["anomaly_n"] == 10
     saved = np.load(tmp_path / SCORES_FILE)
     assert saved["scores"].shape == (20,) and saved["labels"].sum() == 10

@@ -42,7 +42,12 @@ class MnistOptions(DataOptions):
                                  doc="threshold on the [0, 1] scale → {0, 1} values")
     n_train: int | None = fld(None, gt=0, doc="keep only the first n training images")
     anomaly_digit: int | None = fld(None, ge=0, le=9,
-                                    doc="drop this class from the training split")
+                                    doc="the anomalous class, held out of training")
+    anomaly_split: str = fld("pooled", choices=("pooled", "test"),
+                             doc="with anomaly_digit: pooled = the protocol of the papers "
+                                 "(all 70k images; 80% of the normal ones train, the other 20% "
+                                 "+ every anomaly test); test = the standard test split")
+    anomaly_split_seed: int = fld(42, doc="seed of the pooled split's permutation")
 
 
 def _read_arrays(root: Path, name: str) -> dict[str, np.ndarray]:
@@ -75,6 +80,25 @@ def _read_arrays(root: Path, name: str) -> dict[str, np.ndarray]:
                     f"get them from {WHERE[name]}")
 
 
+def pooled_anomaly_split(x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor,
+                         y_test: torch.Tensor, digit: int, seed: int = 42
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The held-out-digit split of Zenati et al. (2018, §4.1), which Kumar et al. (2019) and
+    Pang et al. (2020, §5.4) report on: pool all images; the normal ones (every class but
+    ``digit``) are shuffled with ``numpy.random.RandomState(seed)``, the first 80% train; the
+    test split is the other 20% of them plus every image of ``digit``. Returns
+    ``(x_train, y_train, x_test, y_test)``, the test split shuffled by the same generator."""
+    x_all, y_all = torch.cat([x_train, x_test]), torch.cat([y_train, y_test])
+    rng = np.random.RandomState(seed)
+    normal = torch.nonzero(y_all != digit).reshape(-1)
+    normal = normal[torch.from_numpy(rng.permutation(len(normal)))]
+    cut = int(len(normal) * 0.8)
+    test_idx = torch.cat([normal[cut:], torch.nonzero(y_all == digit).reshape(-1)])
+    # mixed, so that no evaluation batch is all anomalies
+    test_idx = test_idx[torch.from_numpy(rng.permutation(len(test_idx)))]
+    return x_all[normal[:cut]], y_all[normal[:cut]], x_all[test_idx], y_all[test_idx]
+
+
 def load_mnist(options: MnistOptions) -> LoadedData:
     root = resolve_data_dir(options.data_dir, options.name)
     arrays = _read_arrays(root, options.name)
@@ -83,8 +107,13 @@ def load_mnist(options: MnistOptions) -> LoadedData:
     y_train = torch.from_numpy(arrays["y_train"].astype(np.int64))
     y_test = torch.from_numpy(arrays["y_test"].astype(np.int64))
     if options.anomaly_digit is not None:
-        keep = y_train != options.anomaly_digit
-        x_train, y_train = x_train[keep], y_train[keep]
+        if options.anomaly_split == "pooled":
+            x_train, y_train, x_test, y_test = pooled_anomaly_split(
+                x_train, y_train, x_test, y_test, options.anomaly_digit,
+                options.anomaly_split_seed)
+        else:
+            keep = y_train != options.anomaly_digit
+            x_train, y_train = x_train[keep], y_train[keep]
     if options.n_train is not None:
         x_train, y_train = x_train[: options.n_train], y_train[: options.n_train]
     x_train, x_test = x_train[:, None], x_test[:, None]

@@ -3,7 +3,10 @@
 Convention, used everywhere in shortrun: **anomalies are the positive class** (label 1) and
 **a higher score means more anomalous** (e.g. an energy ``E(x)`` or a negative log-likelihood).
 AUPRC is sklearn's ``average_precision_score`` (the step-wise sum ``Σ (R_n − R_{n−1}) P_n``, not
-the trapezoid, which over-estimates; Davis & Goadrich 2006). The held-out-class protocol
+the trapezoid, which over-estimates; Davis & Goadrich 2006). The anomaly-detection papers we
+compare with (Zenati et al. 2018; Kumar et al. 2019; Pang et al. 2020) report the trapezoid,
+``sklearn.metrics.auc(recall, precision)``, so it is written beside it as
+``auprc_trapezoid``. The held-out-class protocol
 (train on all classes but one, score the test split, anomaly = the held-out class) is
 :func:`heldout_class_eval`; it writes ``eval_scores.npz`` (keys ``scores``, ``labels``) into the
 run directory so ``shortrun report`` can draw the precision–recall curve.
@@ -51,6 +54,14 @@ def auprc(scores, labels) -> float:
     return float(average_precision_score(y, s))
 
 
+def auprc_trapezoid(scores, labels) -> float:
+    """Trapezoidal area under the precision–recall curve, as the anomaly papers compute it."""
+    from sklearn.metrics import auc
+
+    recall, precision = pr_curve(scores, labels)
+    return float(auc(recall, precision))
+
+
 def auroc(scores, labels) -> float:
     """Area under the ROC curve with anomalies (label 1) positive; higher = more anomalous."""
     from sklearn.metrics import roc_auc_score
@@ -83,7 +94,8 @@ def heldout_class_eval(score_fn: Callable[[torch.Tensor], torch.Tensor], x_test:
     """Held-out-class protocol: score every test example; anomalies are ``anomaly_class``.
 
     ``score_fn`` maps a batch to ``(B,)`` scores, higher = more anomalous. Returns ``auprc``,
-    ``auroc`` and the counts; writes ``eval_scores.npz`` when ``run_dir`` is given."""
+    ``auprc_trapezoid``, ``auroc`` and the counts; writes ``eval_scores.npz`` when ``run_dir``
+    is given."""
     if anomaly_class is None:
         raise ConfigError("auprc/auroc need data.anomaly_digit: the class held out of training "
                           "that the test split treats as anomalous")
@@ -92,6 +104,7 @@ def heldout_class_eval(score_fn: Callable[[torch.Tensor], torch.Tensor], x_test:
     labels = (y_test.reshape(-1).cpu() == anomaly_class).long()
     if run_dir is not None:
         save_scores(run_dir, scores, labels)
-    return {"auprc": auprc(scores, labels), "auroc": auroc(scores, labels),
+    return {"auprc": auprc(scores, labels), "auprc_trapezoid": auprc_trapezoid(scores, labels),
+            "auroc": auroc(scores, labels),
             "anomaly_n": int(labels.sum()), "anomaly_n_normal": int((labels == 0).sum()),
             "anomaly_prevalence": float(labels.float().mean())}
