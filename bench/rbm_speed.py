@@ -1,6 +1,8 @@
 """One epoch of CD-1 on MNIST (60,000 × 784, 500 hidden, batch 100): shortrun vs scikit-learn's
 BernoulliRBM (n_iter=1), side by side in one process, with the machine's fp32 matmul peak
-(NumPy, torch.mm and oneDNN) measured in the same run.
+(NumPy, torch.mm and oneDNN) measured in the same run; also shortrun with
+``train.precision=bf16`` (bf16 products, float32 accumulation and parameters) against the bf16
+peak.
 
     SHORTRUN_DATA=/work/shared/data .venv/bin/python bench/rbm_speed.py --repeats 3
 
@@ -76,15 +78,32 @@ def shortrun_model(x: torch.Tensor):
     return model, model.build_optimizers()
 
 
-def shortrun_epoch(x: torch.Tensor) -> float:
-    """The model's own ``training_step`` over one epoch of batches (what the Trainer calls)."""
+def shortrun_epoch(x: torch.Tensor, bf16: bool = False) -> float:
+    """The model's own ``training_step`` over one epoch of batches (what the Trainer calls),
+    under bf16 autocast when ``bf16`` (what ``train.precision=bf16`` does)."""
     model, opts = shortrun_model(x)
     perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
     batches = [x[perm[i:i + 100]] for i in range(0, len(x), 100)]
     t = time.perf_counter()
-    for step, batch in enumerate(batches):
-        model.training_step(batch, step, opts)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        for step, batch in enumerate(batches):
+            model.training_step(batch, step, opts)
     return time.perf_counter() - t
+
+
+def bf16_peak(repeats: int, size: int = 2048) -> float:
+    """Best GFLOP/s of a bf16 ``size³`` oneDNN product (float32 accumulation); 0 if none."""
+    from shortrun.onednn import onednn_usable
+
+    a = torch.rand(size, size).bfloat16()
+    if not onednn_usable(torch.zeros(1)):
+        return 0.0
+    best = float("inf")
+    for _ in range(repeats * 2):
+        t = time.perf_counter()
+        torch.ops.mkldnn._linear_pointwise(a, a, None, "none", [], "")
+        best = min(best, time.perf_counter() - t)
+    return 2 * size**3 / best / 1e9
 
 
 def main() -> None:
@@ -92,31 +111,39 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--n", type=int, default=60_000)
+    ap.add_argument("--no-bf16", action="store_true", help="skip the train.precision=bf16 row")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     x_np = mnist_binary(args.n)
     x = torch.from_numpy(x_np)
     flop = FLOP_PER_UPDATE * (args.n // 100)
-    times: dict[str, float] = {"sklearn": float("inf"), "shortrun": float("inf")}
-    peaks = [0.0, 0.0, 0.0]
+    times = {"sklearn": float("inf"), "shortrun": float("inf"), "shortrun_bf16": float("inf")}
+    peaks, peak16 = [0.0, 0.0, 0.0], 0.0
     for r in range(args.repeats):
         peak = matmul_peak(1)
         peaks = [max(a, b) for a, b in zip(peaks, peak, strict=True)]
+        peak16 = max(peak16, bf16_peak(1))
         times["sklearn"] = min(times["sklearn"], sklearn_epoch(x_np))
         times["shortrun"] = min(times["shortrun"], shortrun_epoch(x))
+        if not args.no_bf16:
+            times["shortrun_bf16"] = min(times["shortrun_bf16"], shortrun_epoch(x, bf16=True))
         print(f"repeat {r + 1}: sklearn {times['sklearn']:.2f}s  shortrun {times['shortrun']:.2f}s"
-              f"  peak numpy {peaks[0]:.0f} torch.mm {peaks[1]:.0f} oneDNN {peaks[2]:.0f} GFLOP/s",
+              f"  bf16 {times['shortrun_bf16']:.2f}s  peak numpy {peaks[0]:.0f} "
+              f"torch.mm {peaks[1]:.0f} oneDNN {peaks[2]:.0f} oneDNN-bf16 {peak16:.0f} GFLOP/s",
               flush=True)
     best_peak = max(peaks)
     print(f"threads={args.threads}, {args.n} images = {args.n // 100} updates per pass "
           f"(best of {args.repeats}); an epoch of 60,000 is {60_000 / args.n:g}× a pass")
     print(f"fp32 GEMM peak: numpy {peaks[0]:.1f}, torch.mm {peaks[1]:.1f}, "
-          f"oneDNN {peaks[2]:.1f} GFLOP/s")
+          f"oneDNN {peaks[2]:.1f} GFLOP/s; bf16 (oneDNN) {peak16:.1f} GFLOP/s")
     for name, t in times.items():
+        if t == float("inf"):
+            continue
         rate = flop / t / 1e9
-        print(f"{name:9s} {t:6.2f} s/pass  {rate:6.1f} GFLOP/s  "
-              f"{100 * rate / best_peak:5.1f}% of the fastest peak")
-    print(f"speed-up shortrun vs sklearn: {times['sklearn'] / times['shortrun']:.2f}x")
+        ref = peak16 if name.endswith("bf16") else best_peak
+        print(f"{name:13s} {t:6.2f} s/pass  {rate:6.1f} GFLOP/s  "
+              f"{100 * rate / ref:5.1f}% of the fastest {'bf16' if ref is peak16 else 'fp32'} peak"
+              f"  speed-up vs sklearn {times['sklearn'] / t:.2f}x")
 
 
 if __name__ == "__main__":

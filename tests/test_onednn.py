@@ -44,3 +44,15 @@ def test_guard_refuses_what_it_cannot_run(mkldnn_enabled):
 def test_guard_accepts_float32_cpu_tensors():
     """Guards the speed-up itself: on a CPU build with oneDNN the route must be taken."""
     assert onednn_usable(torch.zeros(4, 3), torch.zeros(3, 5).t())
+
+
+@needs_onednn
+def test_bf16_autocast_multiplies_in_bfloat16_and_returns_float32():
+    x, w, b = rand(64, 300, seed=4), rand(40, 300, seed=5), rand(40, seed=6)
+    ref = x.double() @ w.double().t() + b.double()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = onednn_linear(x, w.t().contiguous().t(), b)
+    assert out.dtype == torch.float32
+    err = (out.double() - ref).abs().max().item()
+    # bf16 factors (8-bit mantissa): error of order 2⁻⁸ · √300 per product, far above float32's
+    assert 1e-4 < err < 2 ** -8 * 300 ** 0.5 * 4

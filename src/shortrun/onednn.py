@@ -9,6 +9,10 @@ bench/results_ebm.md. It is the same float32 arithmetic in a different summation
 
 ``_linear_pointwise`` is a private op, so it is used only after a probe shows it exists and
 agrees with ``F.linear``; everything else falls back to the public ops.
+
+Under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (``train.precision: bf16``) the op is not
+cast by autocast itself, so :func:`onednn_linear` casts the factors to bfloat16 (oneDNN's
+AVX512-BF16 kernels accumulate in float32) and returns float32, with the bias added in float32.
 """
 
 from __future__ import annotations
@@ -45,7 +49,19 @@ def onednn_usable(*ts: torch.Tensor) -> bool:
             and onednn_linear_works())
 
 
+def autocast_bf16() -> bool:
+    """True inside ``torch.autocast("cpu", dtype=torch.bfloat16)``."""
+    return (torch.is_autocast_enabled("cpu")
+            and torch.get_autocast_dtype("cpu") == torch.bfloat16)
+
+
 def onednn_linear(x: torch.Tensor, w: torch.Tensor,
                   b: torch.Tensor | None = None) -> torch.Tensor:
-    """``x @ w.T + b`` through oneDNN; ``x`` and ``w`` may be transposed views (no copy)."""
+    """``x @ w.T + b`` through oneDNN; ``x`` and ``w`` may be transposed views (no copy).
+    Float32 in, float32 out; the product in bfloat16 under CPU bf16 autocast."""
+    if autocast_bf16():
+        bf = torch.bfloat16
+        out = torch.ops.mkldnn._linear_pointwise(x.to(bf), w.to(bf), None, "none", [], "")
+        out = out.float()
+        return out.add_(b) if b is not None else out
     return torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")

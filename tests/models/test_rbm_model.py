@@ -52,6 +52,32 @@ def test_closed_form_update_equals_autograd_of_free_energy_gap(tmp_path, centeri
         assert torch.allclose(a, c, atol=1e-6, rtol=1e-5)
 
 
+def test_bf16_precision_keeps_the_update_to_bf16_rounding(tmp_path, mkldnn_enabled):
+    """train.precision=bf16: the products run in bfloat16 (float32 accumulation) and the weight
+    gradient stays within bf16 rounding (2⁻⁸ relative) of the float32 one for the same states."""
+    from shortrun.onednn import onednn_linear_works
+
+    if not (torch.backends.mkldnn.is_available() and onednn_linear_works()):
+        pytest.skip("no usable oneDNN linear in this torch build")
+    mkldnn_enabled(True)
+    t = build("rbm_digits", "train.precision=bf16", tmp_path=tmp_path)
+    model = t.model
+    with torch.no_grad():
+        model.W.normal_(0, 0.5)
+    v = t.data.train[:64].reshape(64, -1)
+    pos = hidden_state(model.params(), v)
+    neg = block_gibbs(model.params(), pos, 1, generator=torch.Generator().manual_seed(0))
+    model.write_gradients(pos, neg)
+    fp32 = model.W.grad.clone()
+    with t.autocast():
+        pos16 = hidden_state(model.params(), v)
+        model.write_gradients(pos16, neg)
+    assert model.W.grad.dtype == torch.float32 and not torch.equal(model.W.grad, fp32)
+    scale = fp32.abs().max()
+    assert (model.W.grad - fp32).abs().max() <= 2 ** -6 * scale
+    assert (pos16.h_prob - pos.h_prob).abs().max() <= 2e-2
+
+
 def test_gaussian_closed_form_update_equals_autograd(tmp_path):
     t = build("grbm_digits", tmp_path=tmp_path)
     model = t.model
