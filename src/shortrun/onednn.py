@@ -1,11 +1,12 @@
 """Float32 matrix products through oneDNN on CPU, for the kernels' no-autograd inner loops.
 
 PyTorch's ``torch.mm``/``torch.addmm`` on CPU call the BLAS it was built with (MKL for the
-x86 wheels), which on the AMD machine we benchmark on runs its generic code path: 80-90 GFLOP/s
-on one core for the RBM's 100 × 784 × 500 products, against about 180 GFLOP/s for the same
-product through oneDNN's JIT kernels (``mkldnn._linear_pointwise``, the op ``torch.compile``
-itself lowers ``nn.Linear`` to on CPU); measurements in bench/results_rbm.md and
-bench/results_ebm.md. It is the same float32 arithmetic in a different summation order.
+x86 wheels), which on the AMD machine we benchmark on is slow: a 2048³ float32 product runs at
+115-143 GFLOP/s on 2 threads through ``torch.mm``, 202-226 through NumPy's OpenBLAS and
+372-390 through oneDNN's JIT kernels (``mkldnn._linear_pointwise``, the op ``torch.compile``
+itself lowers ``nn.Linear`` to on CPU), and the RBM's skinny batch-100 products gain about as
+much (bench/results_rbm.md, bench/results_ebm.md). Same float32 arithmetic, a different
+summation order.
 
 ``_linear_pointwise`` is a private op, so it is used only after a probe shows it exists and
 agrees with ``F.linear``; everything else falls back to the public ops.
