@@ -37,12 +37,12 @@ def test_mnist_from_idx_files(tmp_path):
     write_idx(folder / "train-labels-idx1-ubyte.gz", y_tr)
     write_idx(folder / "t10k-images-idx3-ubyte.gz", x_tr[:5])
     write_idx(folder / "t10k-labels-idx1-ubyte.gz", y_tr[:5])
-    d = load_mnist(MnistOptions(data_dir=str(tmp_path), anomaly_digit=int(y_tr[0]),
-                                anomaly_split="test"))
+    d = load_mnist(MnistOptions(data_dir=str(tmp_path), anomaly_digit=int(y_tr[0])))
     assert (d.train_labels != int(y_tr[0])).all()
     raw = d.info.to_data_scale(d.test)
     np.testing.assert_allclose(raw[:, 0].numpy(), x_tr[:5], atol=1e-3)
-    pooled = load_mnist(MnistOptions(data_dir=str(tmp_path), anomaly_digit=int(y_tr[0])))
+    pooled = load_mnist(MnistOptions(data_dir=str(tmp_path), anomaly_digit=int(y_tr[0]),
+                                     anomaly_split="pooled"))
     assert len(pooled.train) + len(pooled.test) == 25  # every image, once
 
 

@@ -6,7 +6,7 @@
   the test split (:func:`shortrun.metrics.features.model_fd_kid`; ``eval.extractor`` picks the
   feature network, default the dataset's classifier).
 - ``auprc``: the paper's MNIST protocol (§5.4): the model is trained without
-  ``data.anomaly_digit``; on the test split (``data.anomaly_split``: by default the pooled
+  ``data.anomaly_digit``; on the test split (``data.anomaly_split``; the recipe sets the pooled
   split of Zenati et al. 2018 that the paper's comparisons use) that digit is the positive
   class and the score is ``−log p(x, z)`` at a posterior sample (:meth:`LEBM.anomaly_score`).
   ``auprc_trapezoid`` (the papers' formula), ``auroc`` and the class counts are written
