@@ -1,0 +1,151 @@
+"""Behaviour fingerprints: every parameter and buffer of every built-in recipe after a few
+training steps at a tiny size and a fixed seed.
+
+Recorded before the library redesign (issue 15) so that moving code around can be shown not to
+change what any recipe computes. Two levels:
+
+- ``exact``: a SHA-256 over the sorted per-tensor digests of the raw bytes. It holds only on the
+  CPU model and torch version it was recorded on (BLAS and oneDNN kernels round differently
+  from machine to machine), so the test demands it only there.
+- ``summary``: per tensor ``(shape, Σx, Σ|x|)`` in float64, compared with a relative tolerance
+  on any machine.
+
+Both are independent of state-dict key names, so a tensor may move to another submodule
+(an RBM's chains into a chain source, say) without changing its fingerprint.
+
+Run ``python -m tests.behaviour.fingerprint --record`` to re-record after an *intended* change,
+and say why in the commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import tempfile
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+RECORD = HERE / "fingerprints.json"
+STEPS = 2
+BATCH = 4
+N_TRAIN = 64
+
+# Datasets whose files shared/data does not carry: a synthetic stand-in of the same shape and
+# range (seeded), so the recipe's code path still runs.
+SYNTHETIC = {"svhn": (3, 32, 32), "celeba64": (3, 64, 64)}
+
+
+def machine_key() -> str:
+    cpu = "unknown-cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        cpu = platform.processor() or cpu
+    return f"{cpu} | torch {torch.__version__}"
+
+
+# Paper-size networks that would take minutes even for two steps: narrowed, same code path.
+NARROW = {
+    "dual_mcmc_cifar10": ["model.ebm_channels=16", "model.gen_channels=16",
+                          "model.inf_channels=8"],
+    "dual_mcmc_celeba64": ["model.ebm_channels=16", "model.gen_channels=16",
+                           "model.inf_channels=8"],
+}
+
+
+def tiny_overrides(recipe: str) -> list[str]:
+    return [*NARROW.get(recipe, []), f"train.steps={STEPS}", f"train.batch_size={BATCH}", "train.seed=3",
+            "train.log_every=1", "train.sample_every=100000", "train.ckpt_every=100000",
+            "train.progress=false", "train.threads=1"]
+
+
+def tiny_data(cfg):
+    """The recipe's own data cut to ``N_TRAIN`` examples (or a synthetic stand-in)."""
+    from shortrun.data.base import DataInfo, LoadedData
+    from shortrun.data.registry import load_data
+
+    name = cfg.data.name
+    if name in SYNTHETIC:
+        shape = SYNTHETIC[name]
+        g = torch.Generator().manual_seed(11)
+        x = torch.rand((N_TRAIN, *shape), generator=g) * 2 - 1
+        info = DataInfo(shape=shape, kind="image", low=-1.0, high=1.0, raw_scale=127.5,
+                        raw_offset=127.5)
+        return LoadedData(train=x, test=x[:16].clone(), info=info)
+    data = load_data(cfg.data)
+    cut = {"train": data.train[:N_TRAIN].clone()}
+    if data.train_labels is not None:
+        cut["train_labels"] = data.train_labels[:N_TRAIN].clone()
+    if data.test is not None:
+        cut["test"] = data.test[:16].clone()
+    if data.test_labels is not None:
+        cut["test_labels"] = data.test_labels[:16].clone()
+    return LoadedData(info=data.info, extras=data.extras, **cut)
+
+
+def tensor_digest(t: torch.Tensor) -> str:
+    t = t.detach().cpu().contiguous()
+    h = hashlib.sha256(str((tuple(t.shape), str(t.dtype))).encode())
+    h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def fingerprint_state(state: dict[str, torch.Tensor]) -> dict:
+    tensors = [t for t in state.values() if isinstance(t, torch.Tensor)]
+    digests = sorted(tensor_digest(t) for t in tensors)
+    summary = []
+    for t in tensors:
+        d = t.detach().double().cpu() if t.is_floating_point() else t.detach().cpu().double()
+        summary.append([list(t.shape), float(d.sum()), float(d.abs().sum())])
+    summary.sort(key=lambda s: (s[0], s[2], s[1]))
+    return {"exact": hashlib.sha256("".join(digests).encode()).hexdigest(), "summary": summary}
+
+
+def run_recipe(recipe: str) -> dict:
+    """Train ``recipe`` for ``STEPS`` steps at the tiny size; fingerprint the model state."""
+    from shortrun.train.config import resolve
+    from shortrun.train.trainer import Trainer
+
+    cfg = resolve(recipe, tiny_overrides(recipe))
+    data = tiny_data(cfg)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = Trainer(cfg, Path(tmp) / "run", data=data)
+        trainer.fit()
+        state = trainer.model.state_dict()
+        trainer.close()
+    return fingerprint_state(state)
+
+
+def all_recipes() -> list[str]:
+    from shortrun.train.config import list_recipes
+
+    return [name for name, _ in list_recipes()]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--record", action="store_true", help="write fingerprints.json")
+    ap.add_argument("recipes", nargs="*")
+    args = ap.parse_args()
+    names = args.recipes or all_recipes()
+    out = {"machine": machine_key(), "steps": STEPS, "batch": BATCH, "recipes": {}}
+    if RECORD.exists():
+        old = json.loads(RECORD.read_text())
+        if args.recipes:
+            out["recipes"] = old["recipes"]
+    for name in names:
+        out["recipes"][name] = run_recipe(name)
+        print(name, out["recipes"][name]["exact"][:16], flush=True)
+    if args.record:
+        RECORD.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
