@@ -61,7 +61,8 @@ NARROW = {
 
 
 def tiny_overrides(recipe: str) -> list[str]:
-    return [*NARROW.get(recipe, []), f"train.steps={STEPS}", f"train.batch_size={BATCH}", "train.seed=3",
+    return [*NARROW.get(recipe, []), f"train.steps={STEPS}", f"train.batch_size={BATCH}",
+            "train.seed=3",
             "train.log_every=1", "train.sample_every=100000", "train.ckpt_every=100000",
             "train.progress=false", "train.threads=1"]
 
