@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
+from shortrun.plotting import save_samples
 from shortrun.run import load_run
-from shortrun.train.images import save_samples
 
 
 def main() -> None:

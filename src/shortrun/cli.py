@@ -105,8 +105,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
 
+    from shortrun.plotting import save_samples
     from shortrun.run import load_run
-    from shortrun.train.images import save_samples
 
     _apply_data_dir(args)
     if args.n is not None and args.n <= 0:

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from shortrun.errors import DataError
-from shortrun.train.fields import fld
+from shortrun.fields import fld
 
 DATA_ENV = "SHORTRUN_DATA"
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from shortrun.data.base import DataInfo, DataOptions, LoadedData, resolve_data_dir
 from shortrun.errors import DataError
-from shortrun.train.fields import fld
+from shortrun.fields import fld
 
 WHERE = "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html (img_align_celeba.zip)"
 SUFFIXES = (".jpg", ".jpeg", ".png")

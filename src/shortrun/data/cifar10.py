@@ -21,7 +21,7 @@ import torch
 from shortrun.data.base import DataOptions, LoadedData, resolve_data_dir
 from shortrun.data.svhn import RGB_INFO, to_model_space
 from shortrun.errors import DataError
-from shortrun.train.fields import fld
+from shortrun.fields import fld
 
 WHERE = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 FOLDER = "cifar-10-batches-py"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from shortrun.data.base import DataInfo, DataOptions, LoadedData
-from shortrun.train.fields import fld
+from shortrun.fields import fld
 
 
 @dataclass

@@ -19,7 +19,7 @@ import torch
 from shortrun.data.base import DataInfo, DataOptions, LoadedData, resolve_data_dir
 from shortrun.data.idx import read_idx
 from shortrun.errors import DataError
-from shortrun.train.fields import fld
+from shortrun.fields import fld
 
 IDX_NAMES = {
     "x_train": "train-images-idx3-ubyte.gz",

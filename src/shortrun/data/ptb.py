@@ -27,7 +27,7 @@ import torch
 
 from shortrun.data.base import DataInfo, DataOptions, LoadedData, resolve_data_dir
 from shortrun.errors import DataError
-from shortrun.train.fields import fld
+from shortrun.fields import fld
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2

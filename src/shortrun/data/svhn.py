@@ -15,7 +15,7 @@ import torch
 
 from shortrun.data.base import DataInfo, DataOptions, LoadedData, resolve_data_dir
 from shortrun.errors import DataError
-from shortrun.train.fields import fld
+from shortrun.fields import fld
 
 WHERE = "http://ufldl.stanford.edu/housenumbers/ (train_32x32.mat, test_32x32.mat)"
 RGB_INFO = DataInfo(shape=(3, 32, 32), kind="image", low=-1.0, high=1.0, raw_scale=127.5,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from shortrun.data.base import DataInfo, DataOptions, LoadedData
-from shortrun.train.fields import fld
+from shortrun.fields import fld
 
 TOY_NAMES = ("8gaussians", "25gaussians", "rings", "checkerboard", "moons", "swissroll",
              "pinwheel", "spirals")

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 from torch import nn
 
+from shortrun.collectives import average_gradients_now
 from shortrun.errors import ConfigError
-from shortrun.train.distributed import average_gradients_now
-from shortrun.train.fields import fld
+from shortrun.fields import fld
 
 if TYPE_CHECKING:
     from shortrun.data.base import DataInfo, LoadedData
@@ -100,7 +100,7 @@ class Model(nn.Module):
 
     def draw(self, path: Path, n: int) -> None:
         """Save a picture of ``n`` samples at ``path`` (PNG); models may draw more."""
-        from shortrun.train.images import save_samples
+        from shortrun.plotting import save_samples
 
         save_samples(self.sample(n), self.info, path)
 

@@ -19,8 +19,8 @@ from torch import nn
 
 from shortrun.data.base import DataInfo, LoadedData
 from shortrun.errors import ConfigError
+from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
-from shortrun.train.fields import fld
 
 
 @dataclass

@@ -31,11 +31,11 @@ import torch
 
 from shortrun.data.base import DataInfo, LoadedData
 from shortrun.errors import ConfigError
+from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
 from shortrun.models.dual_nets import GaussianEncoder, ResGenerator, ResNetEnergy, gaussian_nll
 from shortrun.objectives.contrastive import contrastive_loss
 from shortrun.samplers.langevin import langevin
-from shortrun.train.fields import fld
 
 
 @dataclass
@@ -206,7 +206,7 @@ class DualMCMC(Model):
 
     def draw(self, path: Path, n: int) -> None:
         """``path``: EBM-revised samples; ``*_generator.png`` beside it: the generator's."""
-        from shortrun.train.images import save_samples
+        from shortrun.plotting import save_samples
 
         z = torch.randn(n, self.cfg.model.nz, device=self.device)
         with torch.no_grad():

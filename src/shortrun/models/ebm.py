@@ -20,13 +20,13 @@ from shortrun.data.base import DataInfo, LoadedData
 from shortrun.energies.conv import ConvEnergy
 from shortrun.energies.mlp import ACTIVATIONS, MLPEnergy
 from shortrun.errors import ConfigError
+from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
 from shortrun.models.density_eval import DensityEvalMixin
 from shortrun.objectives.contrastive import contrastive_loss
 from shortrun.samplers.independence import independence_mh, noise_log_density
 from shortrun.samplers.langevin import langevin
 from shortrun.samplers.sources import DataSource, NoiseSource, PersistentChains, ReplayBuffer
-from shortrun.train.fields import fld
 
 
 @dataclass
@@ -155,7 +155,7 @@ class EBM(DensityEvalMixin, Model):
         if self.info.shape == (2,):
             self.draw_2d(self.energy, self.sample(n), path)
         else:
-            from shortrun.train.images import save_samples
+            from shortrun.plotting import save_samples
 
             save_samples(self.sample(n), self.info, path)
 

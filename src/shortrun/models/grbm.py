@@ -18,9 +18,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from shortrun.errors import ConfigError
+from shortrun.fields import fld
 from shortrun.models.rbm_learning import RBMBase, RBMOptions
 from shortrun.samplers.gibbs import GaussianRBMParams, GibbsState
-from shortrun.train.fields import fld
 
 
 @dataclass

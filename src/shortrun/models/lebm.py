@@ -26,11 +26,11 @@ import torch
 from torch import nn
 
 from shortrun.data.base import DataInfo
+from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
 from shortrun.models.lebm_nets import ACTIVATIONS, GENERATORS, Generator, PriorTilt, pick_generator
 from shortrun.objectives.contrastive import contrastive_loss
 from shortrun.samplers.langevin import LangevinInfo, langevin
-from shortrun.train.fields import fld
 
 
 @dataclass
@@ -230,7 +230,7 @@ class LEBM(Model):
         return self.posterior_energy(z, x)
 
     def draw(self, path, n):
-        from shortrun.train.images import save_samples
+        from shortrun.plotting import save_samples
 
         save_samples(self.sample(n), self.info, path)
 

@@ -34,12 +34,12 @@ import torch
 from shortrun.data.base import DataInfo, LoadedData
 from shortrun.data.ptb import lengths, trim
 from shortrun.errors import ConfigError
+from shortrun.fields import fld
 from shortrun.models.base import Model
 from shortrun.models.lebm import LEBM, LatentPriorOptions
 from shortrun.models.lebm_nets import PriorTilt
 from shortrun.models.lstm_lm import text_vocab_size
 from shortrun.models.text_nets import TokenLSTM
-from shortrun.train.fields import fld
 
 
 @dataclass

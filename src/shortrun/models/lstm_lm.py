@@ -16,9 +16,9 @@ import torch
 from shortrun.data.base import DataInfo
 from shortrun.data.ptb import lengths, trim
 from shortrun.errors import ConfigError
+from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
 from shortrun.models.text_nets import TokenLSTM
-from shortrun.train.fields import fld
 
 
 @dataclass

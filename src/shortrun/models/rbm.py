@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from shortrun.collectives import all_mean_
 from shortrun.errors import ConfigError
+from shortrun.fields import fld
 from shortrun.models.rbm_learning import RBMBase, RBMOptions
 from shortrun.samplers.gibbs import BernoulliRBMParams, GibbsState, bernoulli
-from shortrun.train.distributed import all_mean_
-from shortrun.train.fields import fld
 
 
 @dataclass

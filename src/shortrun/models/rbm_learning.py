@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from shortrun.errors import ConfigError
+from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
 from shortrun.samplers.gibbs import (
     GibbsState,
@@ -33,7 +34,6 @@ from shortrun.samplers.gibbs import (
     match_blas_threads,
 )
 from shortrun.samplers.tempering import ParallelTempering, beta_ladder
-from shortrun.train.fields import fld
 
 
 @dataclass
@@ -213,7 +213,7 @@ class RBMBase(Model):
         return self.params().free_energy(v.reshape(len(v), -1).to(self.W))
 
     def draw(self, path: Path, n: int) -> None:
-        from shortrun.train.images import save_samples
+        from shortrun.plotting import save_samples
 
         x = self.mean_sample(n)
         if len(self.info.shape) != 3:  # vectors: one row of pixels per sample

@@ -21,6 +21,7 @@ from shortrun.data.base import DataInfo
 from shortrun.energies.conditional import AtSigma, NoiseConditionalEnergy
 from shortrun.energies.mlp import ACTIVATIONS, MLPEnergy
 from shortrun.errors import ConfigError
+from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
 from shortrun.models.density_eval import DensityEvalMixin
 from shortrun.objectives.score_matching import (
@@ -32,7 +33,6 @@ from shortrun.objectives.score_matching import (
 )
 from shortrun.samplers.langevin import langevin
 from shortrun.samplers.sources import NoiseSource
-from shortrun.train.fields import fld
 
 
 @dataclass

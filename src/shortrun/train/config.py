@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from shortrun.errors import ConfigError
-from shortrun.train.fields import check_bounds, fld
+from shortrun.fields import check_bounds, fld
 
 SECTIONS = ("data", "model", "train", "sample", "eval")
 

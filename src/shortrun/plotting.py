@@ -5,14 +5,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import torch
 
-from shortrun.data.base import DataInfo
+
+class ValueRange(Protocol):
+    """What drawing needs to know of the data (``shortrun.data.DataInfo`` has it)."""
+
+    low: float
+    high: float
+    shape: tuple[int, ...]
 
 
-def to_uint8_grid(x: torch.Tensor, info: DataInfo, nrow: int | None = None,
+def to_uint8_grid(x: torch.Tensor, info: ValueRange, nrow: int | None = None,
                   pad: int = 1) -> np.ndarray:
     """``(B, C, H, W)`` in ``[info.low, info.high]`` → one ``(H', W', C)`` uint8 mosaic."""
     x = x.detach().float().cpu()
@@ -33,7 +40,7 @@ def to_uint8_grid(x: torch.Tensor, info: DataInfo, nrow: int | None = None,
     return arr[:, :, 0] if c == 1 else arr
 
 
-def save_grid(x: torch.Tensor, info: DataInfo, path: Path, scale: int = 0) -> None:
+def save_grid(x: torch.Tensor, info: ValueRange, path: Path, scale: int = 0) -> None:
     from PIL import Image
 
     arr = to_uint8_grid(x, info)
@@ -45,7 +52,7 @@ def save_grid(x: torch.Tensor, info: DataInfo, path: Path, scale: int = 0) -> No
     img.save(path)
 
 
-def save_samples(x: torch.Tensor, info: DataInfo, path: Path) -> None:
+def save_samples(x: torch.Tensor, info: ValueRange, path: Path) -> None:
     if info.shape == (2,):
         save_scatter_2d(x, path)
     else:
