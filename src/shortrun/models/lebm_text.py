@@ -10,7 +10,8 @@ change: ``recon_energy`` — ``−log p_β(x|z)``, the teacher-forced LSTM log-l
 tokens (continuous ``z``: autograd gives the posterior drift) — ``generator_loss``,
 ``−Σ_t log p_β(x_t|x_<t, z⁺)`` averaged over the batch, and ``training_batch`` (trim padding).
 
-Evaluation (``shortrun eval RUN --metrics nll,fppl,rppl``):
+Evaluation (``shortrun eval RUN --metrics nll,fppl,rppl``; computed in
+:mod:`shortrun.evaluation.text` from the pure methods ``log_px`` and ``log_partition`` here):
 
 - ``nll``: ``−log p(x)`` per test sentence (nats), importance sampled
   (:func:`shortrun.metrics.text.importance_log_px`): ``model.nll_samples`` draws from a diagonal
