@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from shortrun.data.registry import load_data
+from shortrun.evaluation import evaluate
 from shortrun.run import load_run
 
 
@@ -62,8 +63,8 @@ def main() -> None:
     print("|---|---|---|---|")
     diffs = []
     for seed in args.seeds:
-        torch.manual_seed(seed)
-        out = model.evaluate(["fd"], data, args.run_dir)
+        run.cfg.eval.seed = seed  # evaluate() seeds the random stream with eval.seed
+        out = evaluate(run.cfg, model, ["fd"], data=data, run_dir=args.run_dir)
         diffs.append(out["fd_revised"] - out["fd_generator"])
         print(f"| {seed} | {out['fd_generator']:.3f} | {out['fd_revised']:.3f} | "
               f"{diffs[-1]:+.3f} |", flush=True)

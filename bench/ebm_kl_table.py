@@ -18,7 +18,6 @@ from pathlib import Path
 
 import torch
 
-from shortrun.data.registry import load_data
 from shortrun.run import load_run
 from shortrun.train.config import resolve
 from shortrun.train.trainer import Trainer
@@ -45,10 +44,9 @@ def train_timed(recipe: str, sets: list[str], out: Path) -> dict:
 
 
 def evaluate(run_dir: Path) -> dict:
-    run = load_run(run_dir)
-    torch.manual_seed(run.cfg.eval.seed)
-    metrics = run.model.check_metrics(["kl_grid", "mmd"])
-    return run.model.evaluate(metrics, load_data(run.cfg.data), run_dir)
+    from shortrun.evaluation import evaluate_run
+
+    return evaluate_run(load_run(run_dir), ["kl_grid", "mmd"], write=False)
 
 
 def blindness_figure(path: Path) -> str:

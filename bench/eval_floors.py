@@ -21,6 +21,7 @@ import time
 import torch
 
 from shortrun.data.registry import load_data
+from shortrun.evaluation import evaluate
 from shortrun.run import load_run
 
 
@@ -34,7 +35,8 @@ def main(run_dirs: list[str]) -> None:
         for n in (1000, 5000, 10000):
             run.cfg.eval.n_samples = n
             t = time.perf_counter()
-            out = run.model.evaluate(["fd_floor", "kid_floor"], data, run_dir)
+            out = evaluate(run.cfg, run.model, ["fd_floor", "kid_floor"], data=data,
+                           run_dir=run_dir)
             secs = time.perf_counter() - t
             print(f"| {run.cfg.recipe} ({run_dir}) | {out['fd_floor_n']} | "
                   f"{out['fd_floor_n_ref']} | "

@@ -7,7 +7,6 @@ Every user error is one line on stderr and an exit code (2: bad config or option
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -105,6 +104,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
 
+    from shortrun.evaluation.sampling import sample_in_chunks
     from shortrun.plotting import save_samples
     from shortrun.run import load_run
 
@@ -126,11 +126,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
                           f"{run.model.info.kind} model ({run.cfg.model.name}), use FILE.png "
                           "or FILE.npz")
     torch.manual_seed(run.cfg.sample.seed)
-    chunks = []
-    bs = run.cfg.sample.batch_size
-    for i in range(0, n, bs):
-        chunks.append(run.model.sample(min(bs, n - i)).detach().cpu())
-    x = torch.cat(chunks)
+    x = sample_in_chunks(run.model.sample, n, run.cfg.sample.batch_size)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".npz":
         np.savez(out, x=(x if text else run.to_data_scale(x)).numpy())
@@ -145,31 +141,20 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    import torch
-
-    from shortrun.data.registry import load_data
+    from shortrun.evaluation.dispatch import EVAL_FILE, evaluate_run
+    from shortrun.evaluation.progress import Progress
     from shortrun.run import load_run
 
     _apply_data_dir(args)
     run = load_run(args.run_dir, args.overrides)
     requested = [m.strip() for m in (args.metrics or "").split(",") if m.strip()]
-    metrics = run.model.check_metrics(requested or run.cfg.eval.metrics)
-    data = load_data(run.cfg.data)
-    torch.manual_seed(run.cfg.eval.seed)
-    results = run.model.evaluate(metrics, data, args.run_dir)
-    path = args.run_dir / "eval.json"
-    previous = json.loads(path.read_text()) if path.is_file() else {}
-    previous.update(results)
-    previous["step"] = run.step
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(previous, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    results = evaluate_run(run, requested, progress=Progress())
     width = max(len(k) for k in results) if results else 0
     print(f"{'metric':<{width}}  value")
     for key, value in results.items():
         shown = f"{value:.6g}" if isinstance(value, float) else str(value)
         print(f"{key:<{width}}  {shown}")
-    print(f"wrote {path}")
+    print(f"wrote {args.run_dir / EVAL_FILE}")
     return 0
 
 

@@ -20,6 +20,7 @@ class LoadedRun:
     cfg: Config
     model: Model
     step: int
+    run_dir: Path | None = None
 
     def to_data_scale(self, x: torch.Tensor) -> torch.Tensor:
         return self.model.info.to_data_scale(x)
@@ -32,5 +33,5 @@ def load_run(run_dir: Path, overrides: list[str] | None = None) -> LoadedRun:
     model = build_model(cfg, info)
     model.load_state_dict(state["model"])
     model.eval()
-    return LoadedRun(cfg, model, int(state["step"]))
+    return LoadedRun(cfg, model, int(state["step"]), Path(run_dir))
 

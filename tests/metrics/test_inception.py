@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from shortrun.errors import DataError
-from shortrun.metrics.features import load_extractor
+from shortrun.evaluation.features import load_extractor
 from shortrun.metrics.inception import (
     WEIGHTS_NAME,
     FIDInceptionV3,

@@ -9,6 +9,7 @@ from torch import nn
 
 from shortrun.data.base import DataInfo
 from shortrun.errors import ConfigError
+from shortrun.evaluation.registry import choose_metrics
 from shortrun.models.dual_mcmc import DualMCMC
 from shortrun.models.dual_nets import GaussianEncoder, ResGenerator, ResNetEnergy, gaussian_nll
 from shortrun.samplers.langevin import energy_grad
@@ -224,7 +225,7 @@ def test_bad_options_name_the_key(key, value, message):
 def test_unknown_metric_names_the_available_ones():
     with pytest.raises(ConfigError, match=r"--metrics: kl_grid not available for model "
                        r"'dual_mcmc'; available: fd, mse"):
-        tiny_model().check_metrics(["kl_grid"])
+        choose_metrics("dual_mcmc", tiny_config(), IMAGE, ["kl_grid"])
 
 
 def test_temperature_scales_the_ebm_gradient_by_one_over_t():

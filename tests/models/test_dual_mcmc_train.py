@@ -84,7 +84,7 @@ def test_train_sample_eval_from_the_command_line(tmp_path, data_dir, monkeypatch
     """The CLI contract on real Fashion-MNIST (200 images): eval.json gets fd_generator,
     fd_revised, mse_inference and mse_chain. The FD extractor is a fixed pixel subset here;
     the real one is the Fashion classifier (bench/results_dual_mcmc.md)."""
-    from shortrun.metrics import features
+    from shortrun.evaluation import features
 
     run = tmp_path / "run"
     sets = [a for s in [*TINY, "train.steps=2", "data.n_train=200", "eval.n_samples=24",

@@ -9,6 +9,8 @@ import torch
 
 from shortrun.energies import AtSigma, ConvEnergy, MLPEnergy, NoiseConditionalEnergy
 from shortrun.errors import ConfigError
+from shortrun.evaluation import evaluate
+from shortrun.evaluation.registry import choose_metrics
 from shortrun.samplers.langevin import energy_grad, langevin
 from shortrun.train.config import resolve
 from shortrun.train.trainer import Trainer
@@ -80,9 +82,9 @@ def test_ebm_eval_reports_kl_mmd_and_draws_the_density(tmp_path, tiny_ebm_overri
     trainer = Trainer(cfg, tmp_path / "run")
     trainer.fit()
     model = trainer.model.eval()
-    metrics = model.check_metrics([])
+    metrics = choose_metrics(model.name, cfg, model.info, [])
     assert metrics == ["kl_grid", "loglik_grid", "mmd"]
-    out = model.evaluate(metrics, load_data(cfg.data), tmp_path / "run")
+    out = evaluate(cfg, model, metrics, data=load_data(cfg.data), run_dir=tmp_path / "run")
     assert out["kl_grid"] > 0 and out["mmd_n"] == 100 and "loglik_grid" in out
     assert (tmp_path / "run" / "density.png").stat().st_size > 1000
 
@@ -93,9 +95,9 @@ def test_default_metrics_drop_kl_grid_where_there_is_no_closed_form(tiny_ebm_ove
 
     cfg = resolve("ebm_rings", tiny_ebm_overrides)
     model = EBM(cfg, DataInfo(shape=(2,), kind="vector"))
-    assert model.check_metrics([]) == ["loglik_grid", "mmd"]
+    assert choose_metrics(model.name, cfg, model.info, []) == ["loglik_grid", "mmd"]
     with pytest.raises(ConfigError, match="fd not available for 2-D data; use kl_grid"):
-        model.check_metrics(["fd"])
+        choose_metrics(model.name, cfg, model.info, ["fd"])
 
 
 @pytest.mark.parametrize("recipe, extra", [
@@ -115,7 +117,7 @@ def test_score_models_train_sample_and_evaluate(tmp_path, recipe, extra):
     model = trainer.model.eval()
     x = model.sample(16)
     assert x.shape == (16, 2) and torch.isfinite(x).all()
-    out = model.evaluate(["kl_grid", "mmd"], load_data(cfg.data), None)
+    out = evaluate(cfg, model, ["kl_grid", "mmd"], data=load_data(cfg.data))
     assert out["kl_grid"] > 0 and abs(out["mmd"]) < 10
 
 

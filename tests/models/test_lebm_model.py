@@ -226,13 +226,14 @@ def test_generator_that_does_not_fit_the_data_is_refused():
 
 def test_auprc_without_a_held_out_digit_is_refused():
     from shortrun.data.base import LoadedData
-    from shortrun.models.lebm_eval import evaluate_lebm
+    from shortrun.evaluation import evaluate
 
+    cfg = resolve("lebm_mnist", TINY)
     m = make()
     x = torch.zeros(4, 1, 28, 28)
     data = LoadedData(train=x, test=x, info=MNIST_INFO, test_labels=torch.zeros(4).long())
     with pytest.raises(ConfigError, match="needs a model trained with data.anomaly_digit"):
-        evaluate_lebm(m, ["auprc"], data)
+        evaluate(cfg, m, ["auprc"], data=data)
 
 
 def test_anomaly_score_is_minus_log_joint_or_the_tilt_alone():

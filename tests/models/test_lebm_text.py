@@ -14,6 +14,7 @@ from torch import nn
 from shortrun.data.base import DataInfo
 from shortrun.data.ptb import BOS_ID, EOS_ID, PAD_ID
 from shortrun.errors import ConfigError
+from shortrun.evaluation.text import text_nll
 from shortrun.metrics.text import (
     gaussian_log_density,
     importance_log_px,
@@ -166,7 +167,9 @@ def test_nll_of_a_decoder_that_ignores_z_equals_the_plain_lm_nll():
     est = m.log_px(BATCH, m.log_partition())
     assert m.log_partition() == 0.0
     torch.testing.assert_close(est, exact, atol=0.05, rtol=0)
-    out = m.nll(BATCH)
+    cfg = resolve("lebm_ptb_small", [*TINY, "model.prior=gaussian", "model.nll_chains=64",
+                                     "model.nll_samples=2000"])
+    out = text_nll(m, cfg, BATCH)
     assert out["nll_sentences"] == 3.0
     assert out["nll"] == pytest.approx(-float(exact.mean()), abs=0.05)
     # 4 + 2 + 7 scored targets

@@ -11,18 +11,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import torch
 from torch import nn
 
 from shortrun.collectives import average_gradients_now
-from shortrun.errors import ConfigError
 from shortrun.fields import fld
 
 if TYPE_CHECKING:
     from shortrun.data.base import DataInfo, LoadedData
-    from shortrun.train.config import Config
+
+
+class RunConfig(Protocol):
+    """What a model reads of the run config (``train.config.Config`` is one); a Protocol so
+    models never import the train floor above them."""
+
+    model: Any
+    train: Any
 
 
 @dataclass
@@ -34,16 +40,15 @@ class ModelOptions:
 
 class Model(nn.Module):
     """Base class. Subclasses set ``name``, ``Config`` and implement ``training_step`` and
-    ``sample``; ``evaluate`` and ``reconstruct`` / ``score`` where meaningful."""
+    ``sample``; ``reconstruct`` / ``score`` where meaningful. Evaluation lives above the
+    models, in :mod:`shortrun.evaluation`."""
 
     name: ClassVar[str] = ""
     Config: ClassVar[type] = ModelOptions
-    metrics: ClassVar[tuple[str, ...]] = ()
-    default_metrics: ClassVar[tuple[str, ...]] = ()
     #: True: ``training_step`` receives ``(x, labels)`` batches instead of ``x``.
     supervised: ClassVar[bool] = False
 
-    def __init__(self, cfg: Config, info: DataInfo) -> None:
+    def __init__(self, cfg: RunConfig, info: DataInfo) -> None:
         super().__init__()
         self.cfg = cfg
         self.info = info
@@ -103,18 +108,6 @@ class Model(nn.Module):
         from shortrun.plotting import save_samples
 
         save_samples(self.sample(n), self.info, path)
-
-    def evaluate(self, metrics: list[str], data: LoadedData, run_dir: Path) -> dict[str, float]:
-        """Compute ``metrics`` (names from ``self.metrics``); keys go to eval.json."""
-        raise ConfigError(f"model {self.name!r} defines no evaluation metrics")
-
-    def check_metrics(self, metrics: list[str]) -> list[str]:
-        chosen = list(metrics) or list(self.default_metrics)
-        unknown = [m for m in chosen if m not in self.metrics]
-        if unknown:
-            raise ConfigError(f"--metrics: {', '.join(unknown)} not available for model "
-                              f"{self.name!r}; available: {', '.join(self.metrics) or 'none'}")
-        return chosen
 
     @property
     def device(self) -> torch.device:

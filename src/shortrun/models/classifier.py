@@ -43,11 +43,6 @@ class Classifier(Model):
     name = "classifier"
     Config = ClassifierOptions
     supervised = True
-    #: ``fd_floor`` / ``kid_floor``: FD and KID of ``eval.n_samples`` random training images
-    #: against the whole test split, with this classifier's features — what a perfect
-    #: generator would score at that n (the reference floor recorded in docs/evaluation.md).
-    metrics = ("accuracy", "fd_floor", "kid_floor")
-    default_metrics = ("accuracy",)
 
     def __init__(self, cfg, info: DataInfo) -> None:
         super().__init__(cfg, info)
@@ -88,31 +83,3 @@ class Classifier(Model):
 
     def draw(self, path: Path, n: int) -> None:
         """Nothing to draw: a classifier has no samples."""
-
-    @torch.no_grad()
-    def evaluate(self, metrics, data, run_dir):
-        if data.test is None or data.test_labels is None:
-            raise ConfigError("accuracy needs a labelled test split")
-        out: dict[str, float] = {}
-        bs = self.cfg.eval.batch_size
-        if "accuracy" in metrics:
-            correct = sum(int((self(data.test[i : i + bs]).argmax(1)
-                               == data.test_labels[i : i + bs]).sum())
-                          for i in range(0, len(data.test), bs))
-            out.update(accuracy=correct / len(data.test), accuracy_n=len(data.test))
-        wanted = tuple(m.removesuffix("_floor") for m in metrics if m.endswith("_floor"))
-        if wanted:
-            from shortrun.metrics.features import Extractor, fd_kid
-
-            # Same shape as a model's fd/kid (model_fd_kid): n "generated" images against the
-            # whole test split, with the n images drawn at random from the training split
-            # (MNIST's test split is ordered: its first half is the easier writers).
-            n = min(self.cfg.eval.n_samples, len(data.train))
-            g = torch.Generator().manual_seed(self.cfg.eval.seed)
-            pick = torch.randperm(len(data.train), generator=g)[:n]
-            extractor = Extractor("self", self.features, self.feature_dim, self.info)
-            floor = fd_kid(extractor, data.train[pick], data.test, None, wanted, bs,
-                           self.cfg.eval.seed)
-            out.update({f"{k.split('_')[0]}_floor{k[len(k.split('_')[0]):]}": v
-                        for k, v in floor.items()})
-        return out

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from shortrun.data.base import DataInfo, LoadedData
+from shortrun.data.base import DataInfo
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
@@ -75,8 +75,6 @@ class DualMCMC(Model):
 
     name = "dual_mcmc"
     Config = DualMCMCOptions
-    metrics = ("fd", "mse")
-    default_metrics = ("mse", "fd")
     ORDER = ("generator", "inference", "ebm")
 
     def __init__(self, cfg, info: DataInfo) -> None:
@@ -213,37 +211,3 @@ class DualMCMC(Model):
             x_gen = self.generator(z)
         save_samples(self.revise_x(x_gen, self.cfg.sample.steps), self.info, path)
         save_samples(x_gen, self.info, path.with_name(f"{path.stem}_generator.png"))
-
-    def evaluate(self, metrics, data: LoadedData, run_dir: Path) -> dict[str, float]:
-        """``fd``: ``fd_generator`` (g alone) and ``fd_revised`` (after the x-chain) against the
-        test split, same z for both; ``mse``: per-pixel reconstruction MSE (model space) of
-        test images with the inference net alone (``mse_inference``) and with the z-chain
-        (``mse_chain``)."""
-        e = self.cfg.eval
-        n, bs = e.n_samples, e.batch_size
-        reference = data.test if data.test is not None else data.train
-        out: dict[str, float] = {}
-        if "mse" in metrics:
-            x = reference[:n]
-            sq_inf = sq_chain = 0.0
-            for i in range(0, len(x), bs):
-                xb = x[i : i + bs].to(self.device)
-                sq_inf += float(((self.reconstruct(xb, chain=False) - xb) ** 2).sum())
-                sq_chain += float(((self.reconstruct(xb, chain=True) - xb) ** 2).sum())
-            out.update(mse_inference=sq_inf / x.numel(), mse_chain=sq_chain / x.numel(),
-                       mse_n=len(x))
-        if "fd" in metrics:
-            from shortrun.metrics.features import default_extractor_spec, fd_kid, load_extractor
-
-            extractor = load_extractor(default_extractor_spec(self.cfg),
-                                       getattr(self.cfg.data, "data_dir", None))
-            gen, rev = [], []
-            for i in range(0, n, bs):
-                x0 = self.sample_generator(min(bs, n - i))
-                gen.append(x0.cpu())
-                rev.append(self.revise_x(x0, self.cfg.sample.steps).cpu())
-            for key, xs in (("fd_generator", gen), ("fd_revised", rev)):
-                got = fd_kid(extractor, torch.cat(xs), reference, data.info, ("fd",), bs)
-                out[key] = got["fd"]
-            out.update(fd_n=n, fd_n_ref=len(reference), fd_extractor=extractor.name)
-        return out

@@ -82,8 +82,6 @@ def frozen(*modules: nn.Module) -> Iterator[None]:
 class LEBM(Model):
     name = "lebm"
     Config = LEBMOptions
-    metrics = ("mse", "fd", "auprc")
-    default_metrics = ("mse", "fd")
 
     def __init__(self, cfg, info: DataInfo) -> None:
         super().__init__(cfg, info)
@@ -233,8 +231,3 @@ class LEBM(Model):
         from shortrun.plotting import save_samples
 
         save_samples(self.sample(n), self.info, path)
-
-    def evaluate(self, metrics, data, run_dir):
-        from shortrun.models.lebm_eval import evaluate_lebm
-
-        return evaluate_lebm(self, metrics, data, run_dir)

@@ -10,7 +10,8 @@ change: ``recon_energy`` — ``−log p_β(x|z)``, the teacher-forced LSTM log-l
 tokens (continuous ``z``: autograd gives the posterior drift) — ``generator_loss``,
 ``−Σ_t log p_β(x_t|x_<t, z⁺)`` averaged over the batch, and ``training_batch`` (trim padding).
 
-Evaluation (``shortrun eval RUN --metrics nll,fppl,rppl``):
+Evaluation (``shortrun eval RUN --metrics nll,fppl,rppl``; computed in
+:mod:`shortrun.evaluation.text` from the pure methods ``log_px`` and ``log_partition`` here):
 
 - ``nll``: ``−log p(x)`` per test sentence (nats), importance sampled
   (:func:`shortrun.metrics.text.importance_log_px`): ``model.nll_samples`` draws from a diagonal
@@ -31,9 +32,8 @@ from pathlib import Path
 
 import torch
 
-from shortrun.data.base import DataInfo, LoadedData
+from shortrun.data.base import DataInfo
 from shortrun.data.ptb import lengths, trim
-from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.base import Model
 from shortrun.models.lebm import LEBM, LatentPriorOptions
@@ -60,8 +60,6 @@ class LEBMTextOptions(LatentPriorOptions):
 class LEBMText(LEBM):
     name = "lebm_text"
     Config = LEBMTextOptions
-    metrics = ("nll", "fppl", "rppl")
-    default_metrics = ("nll",)
 
     def __init__(self, cfg, info: DataInfo) -> None:
         Model.__init__(self, cfg, info)  # LEBM.__init__ builds an image generator
@@ -131,29 +129,3 @@ class LEBMText(LEBM):
         m: LEBMTextOptions = self.cfg.model
         return log_partition(self.tilt, m.nz, m.prior_sigma, m.log_z_samples,
                              generator=generator)
-
-    def nll(self, test: torch.Tensor) -> dict[str, float]:
-        m: LEBMTextOptions = self.cfg.model
-        x = test[: m.nll_sentences] if m.nll_sentences else test
-        log_z = self.log_partition()
-        bs = max(1, self.cfg.eval.batch_size // m.nll_chains)
-        total, tokens = 0.0, 0
-        for i in range(0, x.shape[0], bs):
-            b = x[i: i + bs]
-            total -= float(self.log_px(b, log_z).sum())
-            tokens += int((lengths(b) - 1).sum())
-        return {"nll": total / x.shape[0], "nll_ppl": math.exp(total / tokens),
-                "nll_log_z": log_z, "nll_sentences": float(x.shape[0])}
-
-    def evaluate(self, metrics, data: LoadedData, run_dir):
-        out: dict[str, float] = {}
-        if data.test is None:
-            raise ConfigError("lebm_text eval needs a test split (data.name=ptb)")
-        if "nll" in metrics:
-            out.update(self.nll(data.test))
-        wanted = [k for k in ("fppl", "rppl") if k in metrics]
-        if wanted:
-            from shortrun.metrics.text import generated_perplexities
-
-            out.update(generated_perplexities(self, wanted, data, Path(run_dir)))
-        return out

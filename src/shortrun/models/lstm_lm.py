@@ -40,8 +40,6 @@ def text_vocab_size(info: DataInfo, model: str) -> int:
 class LstmLM(Model):
     name = "lstm_lm"
     Config = LstmLmOptions
-    metrics = ("ppl",)
-    default_metrics = ("ppl",)
 
     def __init__(self, cfg, info: DataInfo) -> None:
         super().__init__(cfg, info)
@@ -68,10 +66,3 @@ class LstmLM(Model):
         from shortrun.metrics.text import write_sentences
 
         write_sentences(self.sample(n), self.cfg.data, path.with_suffix(".txt"))
-
-    def evaluate(self, metrics, data, run_dir):
-        from shortrun.metrics.text import perplexity
-
-        if data.test is None:
-            raise ConfigError("--metrics ppl: the dataset has no test split")
-        return {"ppl": perplexity(self.log_prob, data.test, self.cfg.eval.batch_size)}

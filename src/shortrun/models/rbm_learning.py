@@ -75,8 +75,6 @@ class RBMBase(Model):
     """
 
     Config = RBMOptions
-    metrics = ("loglik",)
-    default_metrics = ("loglik",)
 
     def __init__(self, cfg, info) -> None:
         super().__init__(cfg, info)
@@ -254,13 +252,3 @@ class RBMBase(Model):
             v = data[i:i + batch].reshape(-1, self.n_visible).double()
             total += float(p64.free_energy(v).sum())
         return -total / len(data) - log_z
-
-    def evaluate(self, metrics, data, run_dir):
-        self.check_metrics(metrics)
-        gen = torch.Generator().manual_seed(self.cfg.eval.seed)
-        log_z, method, stderr = self.log_z(data.train, gen)
-        out = {"log_z": log_z, "log_z_method": method, "log_z_stderr": stderr,
-               "loglik_train": self.mean_log_likelihood(data.train, log_z)}
-        if data.test is not None:
-            out["loglik_test"] = self.mean_log_likelihood(data.test, log_z)
-        return out

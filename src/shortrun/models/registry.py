@@ -10,8 +10,7 @@ from shortrun.errors import ConfigError
 
 if TYPE_CHECKING:
     from shortrun.data.base import DataInfo
-    from shortrun.models.base import Model
-    from shortrun.train.config import Config
+    from shortrun.models.base import Model, RunConfig
 
 MODELS: dict[str, str] = {
     "ebm": "shortrun.models.ebm:EBM",
@@ -38,5 +37,5 @@ def model_class(name: str) -> type[Model]:
     return getattr(importlib.import_module(module), cls)
 
 
-def build_model(cfg: Config, info: DataInfo) -> Model:
+def build_model(cfg: RunConfig, info: DataInfo) -> Model:
     return model_class(cfg.model.name)(cfg, info)

@@ -1,4 +1,5 @@
-"""Feature extractors: a classifier run as extractor, range conversion, FD/KID, clear errors."""
+"""Feature extractors: a classifier run as extractor, range conversion, FD/KID, clear errors;
+the classifier's own evaluation (accuracy, FD/KID floor)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,9 @@ import torch
 from shortrun.data.base import DataInfo
 from shortrun.data.registry import load_data
 from shortrun.errors import ConfigError, DataError
-from shortrun.metrics.features import (
-    default_extractor_spec,
-    fd_kid,
-    load_extractor,
-    model_fd_kid,
-)
+from shortrun.evaluation import evaluate
+from shortrun.evaluation.features import default_extractor_spec, load_extractor, model_fd_kid
+from shortrun.metrics.features import fd_kid
 from shortrun.train.config import build_config
 from shortrun.train.trainer import Trainer
 
@@ -40,7 +38,7 @@ def test_classifier_learns_and_reports_accuracy(classifier_run):
 
     run_dir, cfg = classifier_run
     run = load_run(run_dir)
-    out = run.model.evaluate(["accuracy"], load_data(cfg.data), run_dir)
+    out = evaluate(run.cfg, run.model, ["accuracy"], data=load_data(cfg.data), run_dir=run_dir)
     # 30 steps on the 8×8 digits: far above the 10% of chance, reached by any working update.
     assert out["accuracy_n"] == 297 and out["accuracy"] > 0.5
 
@@ -135,7 +133,7 @@ def test_classifier_floor_metrics(classifier_run):
     run_dir, cfg = classifier_run
     run = load_run(run_dir)
     run.cfg.eval.n_samples = 200
-    out = run.model.evaluate(["fd_floor", "kid_floor"], load_data(cfg.data), run_dir)
+    out = evaluate(run.cfg, run.model, ["fd_floor", "kid_floor"], data=load_data(cfg.data))
     assert out["fd_floor_n"] == 200 and out["fd_floor_n_ref"] == 297 and out["fd_floor"] >= 0
     assert out["kid_floor_n"] == 200 and "kid_floor_std" in out and "accuracy" not in out
 
