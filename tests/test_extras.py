@@ -69,8 +69,8 @@ def test_svhn_train_without_scipy_is_one_line(monkeypatch, tmp_path, capsys):
     for name in ("train_32x32.mat", "test_32x32.mat"):
         savemat(tmp_path / name, {"X": x, "y": np.ones((4, 1))})
     hide(monkeypatch, "scipy")
-    code = main(["train", "lebm_svhn", "--data-dir", str(tmp_path), "--out",
-                 str(tmp_path / "run")])
+    monkeypatch.setenv("SHORTRUN_DATA", str(tmp_path))  # --data-dir would outlive the test
+    code = main(["train", "lebm_svhn", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == 1
     assert err == "shortrun: error: SVHN .mat files need SciPy: pip install 'shortrun[svhn]'\n"
