@@ -5,6 +5,6 @@ to ``(B,)`` and ``p(x) ∝ exp(-E(x))`` — lower energy is more probable.
 """
 
 from shortrun.errors import ConfigError, ShortrunError
+from shortrun.version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["ConfigError", "ShortrunError", "__version__"]

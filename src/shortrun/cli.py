@@ -1,4 +1,4 @@
-"""Command line: ``shortrun recipes | train | sample | eval | report``.
+"""Command line: ``shortrun recipes | config | train | sample | eval | report``, ``--version``.
 
 Every user error is one line on stderr and an exit code (2: bad config or options;
 1: missing data, bad checkpoint; 3: training diverged) — never a traceback.
@@ -19,11 +19,47 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(f"{message} (see `{self.prog} --help`)")
 
 
+def version_text() -> str:
+    """``shortrun 0.1.0 from DIR (torch X, Python Y)``: what ``shortrun --version`` prints."""
+    import platform
+
+    import torch
+
+    import shortrun
+
+    where = Path(shortrun.__file__).resolve().parent
+    return (f"shortrun {shortrun.__version__} from {where} "
+            f"(torch {torch.__version__}, Python {platform.python_version()})")
+
+
+class _VersionAction(argparse.Action):
+    """``--version`` that imports torch only when asked (``recipes`` stays fast)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print shortrun's and torch's versions and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="shortrun", description="Train, sample and evaluate energy-based models.")
+    p.add_argument("--version", action=_VersionAction)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     sub.add_parser("recipes", help="list the built-in recipes")
+
+    c = sub.add_parser("config", help="every key of a recipe's resolved config: type, bounds, "
+                       "value, default and doc")
+    c.add_argument("recipe", nargs="?", help="built-in recipe name or a YAML file")
+    c.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, as for `shortrun train`")
+    c.add_argument("--format", choices=("table", "yaml"), default="table",
+                   help="table: keys with type, bounds, default and doc (default); yaml: the "
+                   "resolved values alone, a recipe file `shortrun train` accepts")
 
     t = sub.add_parser("train", help="train a recipe (default: the demo recipe)")
     t.add_argument("recipe", nargs="?", help="built-in recipe name or a YAML file")
@@ -71,6 +107,15 @@ def cmd_recipes(args: argparse.Namespace) -> int:
     for name, desc in rows:
         mark = " (default)" if name == DEFAULT_RECIPE else ""
         print(f"{name:<{width}}  {desc}{mark}")
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from shortrun.train.config import resolve
+    from shortrun.train.schema import describe, values_yaml
+
+    cfg = resolve(args.recipe, args.overrides)
+    print(values_yaml(cfg) if args.format == "yaml" else describe(cfg), end="")
     return 0
 
 
@@ -165,8 +210,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"recipes": cmd_recipes, "train": cmd_train, "sample": cmd_sample, "eval": cmd_eval,
-            "report": cmd_report}
+COMMANDS = {"recipes": cmd_recipes, "config": cmd_config, "train": cmd_train,
+            "sample": cmd_sample, "eval": cmd_eval, "report": cmd_report}
 
 
 def main(argv: list[str] | None = None) -> int:

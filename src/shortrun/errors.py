@@ -25,3 +25,8 @@ class DivergenceError(ShortrunError):
     """Training produced a non-finite or out-of-bound loss or energy."""
 
     exit_code = 3
+
+
+class MissingExtraError(ShortrunError):
+    """An optional dependency that this path needs is not installed; the message names the
+    ``pip install 'shortrun[EXTRA]'`` that brings it."""

@@ -10,6 +10,8 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from shortrun.extras import require
+
 
 class ValueRange(Protocol):
     """What drawing needs to know of the data (``shortrun.data.DataInfo`` has it)."""
@@ -59,17 +61,16 @@ def save_samples(x: torch.Tensor, info: ValueRange, path: Path) -> None:
         save_grid(x, info, path)
 
 
-def _pyplot():
-    import matplotlib
-
+def pyplot(needed_for: str = "2-D pictures"):
+    """matplotlib's ``pyplot`` on the file-only Agg backend; matplotlib is the ``plots`` extra,
+    so a missing one raises :class:`~shortrun.errors.MissingExtraError` naming it."""
+    matplotlib = require("matplotlib", needed_for)
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return require("matplotlib.pyplot", needed_for)
 
 
 def save_scatter_2d(x: torch.Tensor, path: Path, half_width: float | None = None) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     x = x.detach().cpu().numpy()
     w = half_width or float(np.abs(x).max()) * 1.05
     fig, ax = plt.subplots(figsize=(4, 4), dpi=100)
@@ -87,7 +88,7 @@ def save_scatter_2d(x: torch.Tensor, path: Path, half_width: float | None = None
 def save_density_2d(energy: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, path: Path,
                     half_width: float = 0.0, n: int = 200) -> None:
     """Left: the model density ``exp(−E)`` normalised on a grid; right: samples."""
-    plt = _pyplot()
+    plt = pyplot()
     pts = x.detach().cpu().numpy()
     w = half_width or float(np.quantile(np.abs(pts), 0.995)) * 1.3
     lin = torch.linspace(-w, w, n)

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from shortrun.errors import ConfigError
+from shortrun.plotting import pyplot
 
 ENERGY_KEYS = ("energy_pos", "energy_neg", "energy_gap")
 SKIP_KEYS = {"step", "epoch", "time"}
@@ -52,15 +53,6 @@ def _series(rows: list[dict], key: str) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _marker(xs: list) -> str | None:
     # A short run logs a handful of points; a bare line through one point is invisible.
     return "o" if len(xs) < 30 else None
@@ -68,7 +60,7 @@ def _marker(xs: list) -> str | None:
 
 def plot_curves(rows: list[dict], keys: list[str], path: Path, title: str) -> None:
     """One panel per key, sharing the step axis."""
-    plt = _pyplot()
+    plt = pyplot("report curves")
     cols = min(3, len(keys))
     nrows = (len(keys) + cols - 1) // cols
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.8 * nrows), dpi=90,
@@ -88,7 +80,7 @@ def plot_curves(rows: list[dict], keys: list[str], path: Path, title: str) -> No
 
 
 def plot_energies(rows: list[dict], path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot("report curves")
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=90)
     for key in ENERGY_KEYS:
         xs, ys = _series(rows, key)
@@ -108,7 +100,7 @@ def plot_pr_curve(scores: np.ndarray, labels: np.ndarray, path: Path) -> dict[st
 
     recall, precision = pr_curve(scores, labels)
     values = {"auprc": auprc(scores, labels), "auroc": auroc(scores, labels)}
-    plt = _pyplot()
+    plt = pyplot("report curves")
     fig, ax = plt.subplots(figsize=(4.5, 4), dpi=90)
     ax.step(recall, precision, where="post")
     ax.axhline(float(np.mean(labels)), ls="--", c="gray", lw=1, label="chance (prevalence)")
@@ -161,6 +153,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None) -> Path:
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); give the --out "
                           "folder of a `shortrun train` run")
+    pyplot("report curves")  # a missing matplotlib fails here, before any file is written
     out = Path(out_dir) if out_dir is not None else run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     import yaml

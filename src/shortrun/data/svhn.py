@@ -1,8 +1,9 @@
 """SVHN (Netzer et al. 2011), the cropped-digits format: ``train_32x32.mat`` / ``test_32x32.mat``.
 
 Files are read from ``DIR/svhn/`` or ``DIR/`` (``--data-dir`` / ``$SHORTRUN_DATA``) with
-``scipy.io.loadmat``: ``X`` is ``(32, 32, 3, N)`` uint8, ``y`` is ``(N, 1)`` with label 10 for
-the digit 0. Images go to ``[-1, 1]`` as ``(N, 3, 32, 32)``, the LEBM paper's scaling.
+``scipy.io.loadmat`` (SciPy, the ``svhn`` extra: ``pip install 'shortrun[svhn]'``): ``X`` is
+``(32, 32, 3, N)`` uint8, ``y`` is ``(N, 1)`` with label 10 for the digit 0. Images go to
+``[-1, 1]`` as ``(N, 3, 32, 32)``, the LEBM paper's scaling.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 
 from shortrun.data.base import DataInfo, DataOptions, LoadedData, resolve_data_dir
 from shortrun.errors import DataError
+from shortrun.extras import require
 from shortrun.fields import fld
 
 WHERE = "http://ufldl.stanford.edu/housenumbers/ (train_32x32.mat, test_32x32.mat)"
@@ -43,8 +45,7 @@ def _find(root: Path, fname: str) -> Path:
 
 def read_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """One SVHN ``.mat`` → ``(N, 32, 32, 3)`` uint8 images and ``(N,)`` labels 0-9."""
-    from scipy.io import loadmat
-
+    loadmat = require("scipy.io", "SVHN .mat files").loadmat
     try:
         mat = loadmat(str(path))
     except Exception as exc:  # scipy raises several types for a damaged file

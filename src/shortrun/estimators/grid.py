@@ -15,6 +15,7 @@ import torch
 
 from shortrun.data.base import LoadedData
 from shortrun.errors import ConfigError
+from shortrun.plotting import pyplot
 
 EnergyFn = Callable[[torch.Tensor], torch.Tensor]
 
@@ -77,11 +78,7 @@ def grid_metrics(energy: EnergyFn, data: LoadedData, metrics: list[str], n: int 
 def save_density_and_samples(energy: EnergyFn, samples: torch.Tensor, data: torch.Tensor,
                              half: float, path: Path, title: str = "", n: int = 200) -> None:
     """Left: grid-normalised model density ``exp(−E)/Z``; right: samples over the data."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     xy, area = make_grid(half, n)
     dens = grid_log_density(energy, xy, area).exp().reshape(n, n).T.numpy()
     fig, axes = plt.subplots(1, 2, figsize=(8, 4), dpi=100)

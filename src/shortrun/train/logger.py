@@ -8,6 +8,9 @@ import time
 import warnings
 from pathlib import Path
 
+from shortrun.errors import MissingExtraError
+from shortrun.extras import require
+
 
 class MetricsLogger:
     def __init__(self, run_dir: Path, enabled: bool = True) -> None:
@@ -16,14 +19,7 @@ class MetricsLogger:
         self.start = time.time()
         self.tb = None
         if enabled:
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    from torch.utils.tensorboard import SummaryWriter
-                self.tb = SummaryWriter(str(run_dir / "tb"))
-            except ImportError:
-                warnings.warn("tensorboard is not installed: TensorBoard events are skipped",
-                              stacklevel=2)
+            self.tb = _summary_writer(run_dir / "tb")
 
     def truncate_after(self, step: int) -> None:
         """On resume, drop lines logged after the checkpoint we resume from."""
@@ -55,6 +51,21 @@ class MetricsLogger:
         if self.tb is not None:
             self.tb.flush()
             self.tb.close()
+
+
+def _summary_writer(folder: Path):
+    """A TensorBoard writer, or None with one warning when the ``tensorboard`` extra is absent:
+    training goes on and metrics.jsonl holds every logged value either way."""
+    try:
+        require("tensorboard", "TensorBoard events")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from torch.utils.tensorboard import SummaryWriter
+    except (MissingExtraError, ImportError) as exc:
+        warnings.warn(f"{exc}; training goes on without them (metrics.jsonl has every value)",
+                      stacklevel=3)
+        return None
+    return SummaryWriter(str(folder))
 
 
 class RunningMean:

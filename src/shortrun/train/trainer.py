@@ -8,6 +8,7 @@ sample grids, atomic checkpoints, the divergence guard and RNG state; the model'
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from tqdm import tqdm
 
 from shortrun.data.base import LoadedData
 from shortrun.data.registry import load_data
-from shortrun.errors import DivergenceError
+from shortrun.errors import DivergenceError, MissingExtraError
 from shortrun.models.base import Model
 from shortrun.models.registry import build_model
 from shortrun.train import checkpoint as ckpt
@@ -24,6 +25,7 @@ from shortrun.train import distributed as dist
 from shortrun.train.batcher import EpochBatcher
 from shortrun.train.config import Config, save_config
 from shortrun.train.logger import MetricsLogger, RunningMean
+from shortrun.train.provenance import record_provenance
 from shortrun.train.rundir import CONFIG, LAST, prepare_new
 
 
@@ -97,6 +99,8 @@ class Trainer:
                 # rank 0's parameters everywhere, after the data-dependent init (which runs
                 # under each rank's own seed); a resumed run loads them from the checkpoint
                 dist.broadcast_parameters(self.model)
+        if self.dist.is_main:
+            record_provenance(self.run_dir, self.step, cfg.train.device, resumed=resume)
         self.logger = MetricsLogger(self.run_dir, enabled=self.dist.is_main)
         if resume:
             self.logger.truncate_after(self.step)
@@ -150,7 +154,10 @@ class Trainer:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.cfg.sample.seed + self.step)
             self.model.eval()
-            self.model.draw(path, self.cfg.sample.n)
+            try:
+                self.model.draw(path, self.cfg.sample.n)
+            except MissingExtraError as exc:  # pictures are a by-product; the run goes on
+                warnings.warn(f"{exc}; training goes on without pictures", stacklevel=2)
             self.model.train()
 
     def autocast(self):
