@@ -25,3 +25,11 @@ class DivergenceError(ShortrunError):
     """Training produced a non-finite or out-of-bound loss or energy."""
 
     exit_code = 3
+
+
+class InputError(ShortrunError, ValueError):
+    """A public model method got input of the wrong type, shape, dtype or scale (exit code 2).
+
+    Also a ``ValueError``, so Python callers can catch it as one."""
+
+    exit_code = 2
