@@ -153,7 +153,7 @@ def _prepare(x: Any, what: str, binarize: float | None) -> torch.Tensor:
 def _labels(y: Any, n: int, what: str) -> torch.Tensor | None:
     if y is None:
         return None
-    y = as_tensor(y, what).long().reshape(-1)
+    y = as_tensor(y if isinstance(y, torch.Tensor) else np.asarray(y), what).long().reshape(-1)
     if len(y) != n:
         raise DataError(f"{what}: {len(y)} labels for {n} examples; give one label per example")
     return y
