@@ -30,3 +30,11 @@ class DivergenceError(ShortrunError):
 class MissingExtraError(ShortrunError):
     """An optional dependency that this path needs is not installed; the message names the
     ``pip install 'shortrun[EXTRA]'`` that brings it."""
+
+
+class InputError(ShortrunError, ValueError):
+    """A public model method got input of the wrong type, shape, dtype or scale (exit code 2).
+
+    Also a ``ValueError``, so Python callers can catch it as one."""
+
+    exit_code = 2

@@ -45,6 +45,19 @@ class DataInfo:
             x = x.clamp(self.low, self.high)
         return x * self.raw_scale + self.raw_offset
 
+    def to_model_scale(self, x) -> torch.Tensor:
+        """The data's own scale → model space, the inverse of :meth:`to_data_scale`:
+        ``(x − raw_offset) / raw_scale``. Takes a tensor or NumPy array; integer and bool
+        input (uint8 pixels, 0-16 digits) comes back as floats. Not clamped, so that input
+        outside the model's range stays visible to the models' input checks."""
+        if not isinstance(x, torch.Tensor):
+            x = torch.as_tensor(x)
+        if not x.is_floating_point():
+            x = x.to(torch.get_default_dtype())
+        if self.raw_scale == 1.0 and self.raw_offset == 0.0:
+            return x
+        return (x - self.raw_offset) / self.raw_scale
+
     def to_dict(self) -> dict:
         return {"shape": list(self.shape), "kind": self.kind, "low": self.low,
                 "high": self.high, "raw_scale": self.raw_scale, "raw_offset": self.raw_offset}

@@ -25,6 +25,8 @@ DATASETS: dict[str, str] = {
     "cifar10": "shortrun.data.cifar10:Cifar10Options:load_cifar10",
     "celeba64": "shortrun.data.celeba:CelebaOptions:load_celeba",
     "ptb": "shortrun.data.ptb:PtbOptions:load_ptb",
+    "array": "shortrun.data.array:ArrayOptions:load_array",
+    "npz": "shortrun.data.array:NpzOptions:load_npz",
 }
 
 
@@ -44,5 +46,9 @@ def dataset_options(name: str) -> type[DataOptions]:
 
 
 def load_data(options: DataOptions) -> LoadedData:
+    """The dataset ``options.name``, stamped with that name in ``extras["dataset"]`` so that a
+    Trainer handed it in Python knows it is the registered set and not the user's own data."""
     module, _, loader = _entry(options.name)
-    return getattr(importlib.import_module(module), loader)(options)
+    data = getattr(importlib.import_module(module), loader)(options)
+    data.extras.setdefault("dataset", options.name)
+    return data

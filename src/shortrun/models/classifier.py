@@ -21,6 +21,7 @@ from shortrun.data.base import DataInfo, LoadedData
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
+from shortrun.models.inputs import check_sample_args
 
 
 @dataclass
@@ -78,6 +79,7 @@ class Classifier(Model):
         return {"loss": float(loss.detach()), "accuracy": float(accuracy)}
 
     def sample(self, n, steps=None, generator=None):
+        check_sample_args(n, steps, generator)
         raise ConfigError("model classifier is a feature extractor, not a generative model; "
                           "it has no samples")
 

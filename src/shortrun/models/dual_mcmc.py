@@ -34,6 +34,7 @@ from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
 from shortrun.models.dual_nets import GaussianEncoder, ResGenerator, ResNetEnergy, gaussian_nll
+from shortrun.models.inputs import check_batch, check_sample_args
 from shortrun.objectives.contrastive import contrastive_loss
 from shortrun.samplers.langevin import langevin
 
@@ -189,12 +190,14 @@ class DualMCMC(Model):
 
     def sample(self, n, steps=None, generator=None):
         """EBM-revised samples: the x-chain from generator samples (``sample.steps`` or K_x)."""
+        check_sample_args(n, steps, generator)
         steps = steps or self.cfg.sample.steps or self.cfg.model.x_steps
         return self.revise_x(self.sample_generator(n, generator), steps, generator).detach()
 
     def reconstruct(self, x: torch.Tensor, chain: bool = True,
                     generator: torch.Generator | None = None) -> torch.Tensor:
         """``g(μ_φ(x))`` (inference net alone) or ``g(z̃)`` with the z-chain from ``μ_φ(x)``."""
+        x = check_batch(x, self.info, "reconstruct", device=self.device)
         with torch.no_grad():
             z = self.inference(x)[0]
         if chain:

@@ -23,6 +23,7 @@ from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
 from shortrun.models.density_eval import DensityEvalMixin
+from shortrun.models.inputs import check_sample_args
 from shortrun.objectives.contrastive import contrastive_loss
 from shortrun.samplers.independence import independence_mh, noise_log_density
 from shortrun.samplers.langevin import langevin
@@ -143,6 +144,7 @@ class EBM(DensityEvalMixin, Model):
 
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
+        check_sample_args(n, steps, generator)
         steps = steps or self.cfg.sample.steps or self.cfg.model.langevin_steps
         x0 = None
         if self.cfg.model.sample_from == "chains":

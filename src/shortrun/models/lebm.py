@@ -28,6 +28,7 @@ from torch import nn
 from shortrun.data.base import DataInfo
 from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
+from shortrun.models.inputs import check_batch, check_sample_args
 from shortrun.models.lebm_nets import ACTIVATIONS, GENERATORS, Generator, PriorTilt, pick_generator
 from shortrun.objectives.contrastive import contrastive_loss
 from shortrun.samplers.langevin import LangevinInfo, langevin
@@ -187,6 +188,7 @@ class LEBM(Model):
     # --- use -----------------------------------------------------------------------------
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
+        check_sample_args(n, steps, generator)
         steps = steps or self.cfg.sample.steps
         return self.generator(self.sample_prior(n, steps, generator))
 
@@ -211,6 +213,7 @@ class LEBM(Model):
     def reconstruct(self, x: torch.Tensor, steps: int | None = None,
                     generator: torch.Generator | None = None) -> torch.Tensor:
         """``g(z)`` at a posterior sample ``z`` (short-run posterior chain)."""
+        x = check_batch(x, self.info, "reconstruct", device=self.device)
         return self.generator(self.sample_posterior(x, steps, generator))
 
     @torch.no_grad()
@@ -222,6 +225,7 @@ class LEBM(Model):
         ``‖x − g(z)‖²/(2σ²) − f_α(z) + ‖z‖²/(2σ_p²)`` (the paper thresholds the unnormalised
         ``log p(x, z)``; this is its negative). ``tilt``: the EBM term ``−f_α(z)`` alone, i.e.
         how much the learned prior disfavours the latent code relative to the Gaussian."""
+        x = check_batch(x, self.info, "anomaly_score", device=self.device)
         z = self.sample_posterior(x, steps, generator)
         if self.cfg.model.anomaly_score == "tilt" and self.tilt is not None:
             return -self.tilt(z)

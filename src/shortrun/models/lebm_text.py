@@ -36,6 +36,7 @@ from shortrun.data.base import DataInfo
 from shortrun.data.ptb import lengths, trim
 from shortrun.fields import fld
 from shortrun.models.base import Model
+from shortrun.models.inputs import check_sample_args
 from shortrun.models.lebm import LEBM, LatentPriorOptions
 from shortrun.models.lebm_nets import PriorTilt
 from shortrun.models.lstm_lm import text_vocab_size
@@ -95,6 +96,7 @@ class LEBMText(LEBM):
 
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
+        check_sample_args(n, steps, generator)
         z = self.sample_prior(n, steps or self.cfg.sample.steps, generator)
         return self.generator.generate(n, self.info.shape[0], z, generator)
 

@@ -18,6 +18,7 @@ from shortrun.data.ptb import lengths, trim
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
+from shortrun.models.inputs import check_sample_args
 from shortrun.models.text_nets import TokenLSTM
 
 
@@ -60,6 +61,7 @@ class LstmLM(Model):
 
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
+        check_sample_args(n, steps, generator)
         return self.lm.generate(n, self.info.shape[0], generator=generator)
 
     def draw(self, path, n):

@@ -25,6 +25,7 @@ from torch import nn
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
+from shortrun.models.inputs import check_batch, check_sample_args
 from shortrun.samplers.gibbs import (
     GibbsState,
     RBMParams,
@@ -197,6 +198,7 @@ class RBMBase(Model):
     # ---------------------------------------------------------------- use
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
+        check_sample_args(n, steps, generator)
         steps = steps or self.cfg.sample.steps or self.cfg.model.sample_steps
         p = self.params()
         v0 = self.start_state(n, generator)
@@ -208,6 +210,7 @@ class RBMBase(Model):
 
     def free_energy(self, v: torch.Tensor) -> torch.Tensor:
         """``F(v)`` of flattened or image-shaped ``v`` (standard parametrisation)."""
+        v = check_batch(v, self.info, "free_energy", flat_ok=True)
         return self.params().free_energy(v.reshape(len(v), -1).to(self.W))
 
     def draw(self, path: Path, n: int) -> None:
@@ -227,6 +230,7 @@ class RBMBase(Model):
         """``(log Z, "exact" | "ais", standard error)``; exact when the smaller enumerable
         layer has at most ``model.exact_max_bits`` units, else AIS from the base-rate model
         fitted to ``data``."""
+        data = None if data is None else check_batch(data, self.info, "log_z", flat_ok=True)
         from shortrun.estimators.ais import ais_log_partition, base_rate_bias
         from shortrun.estimators.exact import log_partition
 
@@ -245,6 +249,7 @@ class RBMBase(Model):
     def mean_log_likelihood(self, data: torch.Tensor, log_z: float,
                             batch: int = 10_000) -> float:
         """Average ``log p(v) = −F(v) − log Z`` in nats per example (float64)."""
+        data = check_batch(data, self.info, "mean_log_likelihood", flat_ok=True)
         p = self.params()
         p64 = type(p)(*(t.double() for t in vars(p).values()))
         total = 0.0

@@ -24,6 +24,7 @@ from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
 from shortrun.models.density_eval import DensityEvalMixin
+from shortrun.models.inputs import check_sample_args
 from shortrun.objectives.score_matching import (
     denoising_score_matching,
     exact_score_matching,
@@ -105,6 +106,7 @@ class ScoreModel(DensityEvalMixin, Model):
 
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
+        check_sample_args(n, steps, generator)
         m: ScoreOptions = self.cfg.model
         steps = steps or self.cfg.sample.steps or m.langevin_steps
         x = self.noise.start(n, generator=generator).to(self.device)

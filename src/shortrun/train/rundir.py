@@ -12,6 +12,7 @@ from shortrun.train.config import Config, config_from_dict
 
 CONFIG = "config.yaml"
 LAST = Path("checkpoints") / "last.pt"
+OWN_DATA = "data.npz"  # data handed in from Python (see train/own_data.py)
 
 
 def default_run_dir(recipe: str) -> Path:
@@ -41,4 +42,15 @@ def read_config(run_dir: Path, overrides: list[str] | None = None) -> Config:
         raw = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    _follow_moved_data(raw, Path(run_dir))
     return config_from_dict(apply_overrides(raw, overrides or []))
+
+
+def _follow_moved_data(raw: dict, run_dir: Path) -> None:
+    """A run directory that was moved or copied still finds its own ``data.npz``."""
+    data = raw.get("data")
+    if not isinstance(data, dict) or data.get("name") != "npz" or not data.get("path"):
+        return
+    here = run_dir / OWN_DATA
+    if Path(data["path"]).name == OWN_DATA and not Path(data["path"]).is_file() and here.is_file():
+        data["path"] = str(here.resolve())

@@ -25,6 +25,7 @@ from shortrun.train import distributed as dist
 from shortrun.train.batcher import EpochBatcher
 from shortrun.train.config import Config, save_config
 from shortrun.train.logger import MetricsLogger, RunningMean
+from shortrun.train.own_data import adopt_own_data, write_own_data
 from shortrun.train.provenance import record_provenance
 from shortrun.train.rundir import CONFIG, LAST, prepare_new
 
@@ -63,7 +64,10 @@ def check_finite(metrics: dict[str, float], bound: float, step: int, run_dir: Pa
 class Trainer:
     def __init__(self, cfg: Config, run_dir: Path, resume: bool = False,
                  data: LoadedData | None = None) -> None:
-        self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.run_dir = Path(run_dir)
+        if data is not None:  # data from Python: the run records it, not cfg.data's dataset
+            cfg = adopt_own_data(cfg, data, self.run_dir)
+        self.cfg = cfg
         configure_torch(cfg)
         self.device = torch.device(cfg.train.device)
         self.dist = dist.init_from_env(cfg.train.device)
@@ -93,6 +97,7 @@ class Trainer:
         else:
             if self.dist.is_main:
                 prepare_new(self.run_dir)
+                write_own_data(cfg, self.data, self.run_dir)
                 save_config(cfg, self.run_dir / CONFIG)
             self.model.on_train_start(self.data)
             if self.dist.enabled:
