@@ -55,7 +55,7 @@ def test_logged_energies_are_the_free_energies_of_data_and_chains(monkeypatch):
                         lambda pos: hidden_state(model.params(), v_neg))
     want_pos = float(closed_form_free_energy(model, v).mean())
     want_neg = float(closed_form_free_energy(model, v_neg).mean())
-    metrics = model.training_step(v, 0, model.build_optimizers())
+    metrics = model.training_step(v, 0, {"main": torch.optim.SGD(model.parameters(), lr=0.0)})
     assert metrics["energy_pos"] == pytest.approx(want_pos, rel=1e-5)
     assert metrics["energy_neg"] == pytest.approx(want_neg, rel=1e-5)
     assert metrics["loss"] == pytest.approx(want_pos - want_neg, rel=1e-4, abs=1e-5)
@@ -77,10 +77,10 @@ def test_fast_weights_decay_and_step_against_the_gradient(monkeypatch):
         start = [0.01 * torch.ones_like(t) for t in (W, b, c)]
         for buf, s in zip((model.W_fast, model.b_fast, model.c_fast), start, strict=True):
             buf.copy_(s)
-    model.training_step(v, 0, model.build_optimizers())
+    model.training_step(v, 0, {"main": torch.optim.SGD(model.parameters(), lr=lr)})
     for fast, s, grad, slow, before in ((model.W_fast, start[0], grad_W, model.W, W),
                                         (model.b_fast, start[1], grad_b, model.b, b),
                                         (model.c_fast, start[2], grad_c, model.c, c)):
         torch.testing.assert_close(fast, decay * s - fast_lr * grad, rtol=1e-5, atol=1e-6)
-        # the slow weights took the same direction (plain SGD at train.lr)
+        # the slow weights took the same direction (plain SGD at lr)
         torch.testing.assert_close(slow.detach() - before, -lr * grad, rtol=1e-4, atol=1e-6)
