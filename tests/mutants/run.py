@@ -202,7 +202,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{m.id:32s} {m.file}: {m.why}")
         return 0
     start = time.perf_counter()
-    outcomes = run_all(mutants, max(1, args.jobs), args.timeout, not args.no_baseline)
+    try:
+        outcomes = run_all(mutants, max(1, args.jobs), args.timeout, not args.no_baseline)
+    except RuntimeError as err:
+        print(f"mutants: {err}", file=sys.stderr)
+        return 2
     counts = {s: sum(o.status == s for o in outcomes if o.mutant_id != "(baseline)")
               for s in (KILLED, SURVIVED, ERROR)}
     bad = [o for o in outcomes if o.status not in (KILLED, "PASSED")]
