@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test lint mutants clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
@@ -27,6 +27,10 @@ demo: setup
 test: setup
 	$(PY) -m ruff check src tests bench
 	$(PY) -m pytest -q
+
+# Every listed single-line mutant (tests/mutants/mutants.py) must fail its tests; 2 jobs.
+mutants: setup
+	$(PY) tests/mutants/run.py --jobs 2
 
 lint: setup
 	$(PY) -m ruff check src tests bench

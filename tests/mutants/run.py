@@ -1,0 +1,221 @@
+"""Mutation check: every listed single-line mutant of the source must make its tests fail.
+
+    python tests/mutants/run.py              # all mutants in tests/mutants/mutants.py, 2 jobs
+    python tests/mutants/run.py --only ebm_pos_neg_swap --jobs 1
+    python tests/mutants/run.py --list
+
+Each job owns a temporary copy of ``src/``, ``tests/`` and ``pyproject.toml``. A mutant replaces
+one exact snippet (it must occur exactly once in its file; otherwise the mutant is an ERROR,
+never counted as killed) in that copy, runs
+``python -m pytest -x -q -p no:cacheprovider <tests>`` with the copy's ``src`` first on
+PYTHONPATH, and restores the file. pytest's exit status 1 (a test failed) is KILLED, 0 is
+SURVIVED, anything else (collection error, no tests, timeout) is an ERROR. A baseline job runs
+every listed test unmutated first and must pass, so a failing test cannot pass for a kill.
+Bytecode is never written, so a restored file can never be shadowed by a stale ``.pyc``.
+Exit status 0 only when the baseline passes and every mutant is killed. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import runpy
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MUTANTS_FILE = Path(__file__).resolve().with_name("mutants.py")
+COPIED = ("src", "tests", "pyproject.toml")
+KILLED, SURVIVED, ERROR = "KILLED", "SURVIVED", "ERROR"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One single-line change: ``original`` (exact, unique in ``file``) → ``replacement``."""
+
+    id: str
+    file: str
+    original: str
+    replacement: str
+    tests: tuple[str, ...]
+    why: str
+
+
+@dataclass
+class Outcome:
+    mutant_id: str
+    status: str
+    detail: str
+    seconds: float
+
+
+def load_mutants(path: Path = MUTANTS_FILE) -> list[Mutant]:
+    """The ``MUTANTS`` list of dicts in ``path`` as :class:`Mutant` objects; ids are unique."""
+    raw = runpy.run_path(str(path))["MUTANTS"]
+    mutants = [Mutant(**{**m, "tests": tuple(m["tests"])}) for m in raw]
+    seen: set[str] = set()
+    for m in mutants:
+        if m.id in seen:
+            raise ValueError(f"{path}: mutant id {m.id!r} is listed twice")
+        if not m.tests:
+            raise ValueError(f"{path}: mutant {m.id!r} lists no tests")
+        seen.add(m.id)
+    return mutants
+
+
+def copy_tree(root: Path, dest: Path) -> Path:
+    """``src/``, ``tests/`` and ``pyproject.toml`` of ``root`` into ``dest`` (no caches)."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+    for name in COPIED:
+        source = root / name
+        if source.is_dir():
+            shutil.copytree(source, dest / name, ignore=ignore)
+        elif source.is_file():
+            shutil.copy2(source, dest / name)
+    return dest
+
+
+def snippet_problem(text: str, mutant: Mutant) -> str | None:
+    """Why ``mutant`` cannot be applied to ``text`` (None when its snippet occurs once)."""
+    count = text.count(mutant.original)
+    if count == 0:
+        return f"snippet not found in {mutant.file}: {mutant.original!r}"
+    if count > 1:
+        return f"snippet occurs {count} times in {mutant.file} (must be unique): " \
+               f"{mutant.original!r}"
+    if mutant.original == mutant.replacement:
+        return "replacement equals the original"
+    return None
+
+
+def environment(workdir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(workdir / "src"), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def check_import_path(workdir: Path, package: str = "shortrun") -> None:
+    """The copy, not an installed or editable package, must be what the tests import."""
+    out = subprocess.run([sys.executable, "-c", f"import {package}; print({package}.__file__)"],
+                         cwd=workdir, env=environment(workdir), capture_output=True, text=True)
+    where = Path(out.stdout.strip() or "?").resolve()
+    if out.returncode != 0 or workdir.resolve() not in where.parents:
+        raise RuntimeError(f"the copy at {workdir} is not the imported {package} "
+                           f"(got {where}; {out.stderr.strip()[-300:]})")
+
+
+def run_pytest(workdir: Path, tests: tuple[str, ...], timeout: float) -> tuple[int, str]:
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    try:
+        out = subprocess.run(cmd, cwd=workdir, env=environment(workdir), capture_output=True,
+                             text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return -1, f"timed out after {timeout:.0f} s"
+    lines = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
+    return out.returncode, lines[-1] if lines else ""
+
+
+def run_mutant(workdir: Path, mutant: Mutant, timeout: float = 600.0) -> Outcome:
+    """Apply ``mutant`` in ``workdir``, run its tests, restore the file (always)."""
+    start = time.perf_counter()
+    target = workdir / mutant.file
+    if not target.is_file():
+        return Outcome(mutant.id, ERROR, f"file not found: {mutant.file}", 0.0)
+    original_text = target.read_text()
+    problem = snippet_problem(original_text, mutant)
+    if problem is not None:
+        return Outcome(mutant.id, ERROR, problem, 0.0)
+    target.write_text(original_text.replace(mutant.original, mutant.replacement, 1))
+    try:
+        rc, last = run_pytest(workdir, mutant.tests, timeout)
+    finally:
+        target.write_text(original_text)
+    seconds = time.perf_counter() - start
+    if rc == 1:
+        return Outcome(mutant.id, KILLED, last, seconds)
+    if rc == 0:
+        return Outcome(mutant.id, SURVIVED, last, seconds)
+    return Outcome(mutant.id, ERROR, f"pytest exit {rc}: {last}", seconds)
+
+
+def run_baseline(workdir: Path, mutants: list[Mutant], timeout: float) -> Outcome:
+    """Every listed test, unmutated, must pass."""
+    start = time.perf_counter()
+    tests = tuple(dict.fromkeys(t for m in mutants for t in m.tests))
+    rc, last = run_pytest(workdir, tests, timeout)
+    status = "PASSED" if rc == 0 else ERROR
+    return Outcome("(baseline)", status, last, time.perf_counter() - start)
+
+
+def run_all(mutants: list[Mutant], jobs: int = 2, timeout: float = 600.0,
+            baseline: bool = True, root: Path = ROOT) -> list[Outcome]:
+    """Baseline first in the queue, then the mutants, over ``jobs`` private copies."""
+    with tempfile.TemporaryDirectory(prefix="shortrun-mutants-") as tmp:
+        free: queue.Queue[Path] = queue.Queue()
+        for i in range(jobs):
+            workdir = copy_tree(root, Path(tmp) / f"job{i}")
+            check_import_path(workdir)
+            free.put(workdir)
+
+        def task(work):
+            workdir = free.get()
+            try:
+                outcome = work(workdir)
+            finally:
+                free.put(workdir)
+            print(f"{outcome.status:9s} {outcome.mutant_id:32s} {outcome.seconds:6.1f} s  "
+                  f"{outcome.detail}", flush=True)
+            return outcome
+
+        works = [lambda w: run_baseline(w, mutants, timeout)] if baseline else []
+        works += [lambda w, m=m: run_mutant(w, m, timeout) for m in mutants]
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            return list(pool.map(task, works))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", metavar="ID", help="run these mutant ids only")
+    parser.add_argument("--jobs", type=int, default=2, help="parallel copies (default 2)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per pytest run")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    args = parser.parse_args(argv)
+    mutants = load_mutants()
+    if args.only:
+        unknown = sorted(set(args.only) - {m.id for m in mutants})
+        if unknown:
+            parser.error(f"unknown mutant id(s): {', '.join(unknown)}")
+        mutants = [m for m in mutants if m.id in args.only]
+    if args.list:
+        for m in mutants:
+            print(f"{m.id:32s} {m.file}: {m.why}")
+        return 0
+    start = time.perf_counter()
+    try:
+        outcomes = run_all(mutants, max(1, args.jobs), args.timeout, not args.no_baseline)
+    except RuntimeError as err:
+        print(f"mutants: {err}", file=sys.stderr)
+        return 2
+    counts = {s: sum(o.status == s for o in outcomes if o.mutant_id != "(baseline)")
+              for s in (KILLED, SURVIVED, ERROR)}
+    bad = [o for o in outcomes if o.status not in (KILLED, "PASSED")]
+    print(f"\n{len(mutants)} mutants: {counts[KILLED]} killed, {counts[SURVIVED]} survived, "
+          f"{counts[ERROR]} errors; {time.perf_counter() - start:.0f} s wall")
+    for o in bad:
+        print(f"  {o.status}: {o.mutant_id}: {o.detail}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
