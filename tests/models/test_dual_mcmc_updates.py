@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from shortrun.data.base import DataInfo, LoadedData
+from shortrun.evaluation import evaluate
 from shortrun.models.registry import build_model
 from shortrun.train.config import resolve
 
@@ -33,7 +34,14 @@ TINY = [f"model.nz={NZ}", "model.ebm_channels=4", "model.gen_channels=8", "model
 
 def make(*overrides: str):
     torch.manual_seed(0)
-    return build_model(resolve("dual_mcmc_fashion", [*TINY, *overrides]), IMAGE)
+    cfg = resolve("dual_mcmc_fashion", [*TINY, *overrides])
+    model = build_model(cfg, IMAGE)
+    model.run_cfg = cfg  # the run config evaluation reads (eval.n_samples, eval.batch_size)
+    return model
+
+
+def run_eval(model, metrics, data, run_dir):
+    return evaluate(model.run_cfg, model, metrics, data=data, run_dir=run_dir)
 
 
 def options(model):
@@ -115,7 +123,7 @@ def test_mse_chain_is_the_per_pixel_error_after_the_z_chain(monkeypatch, tmp_pat
     model.inference = FixedEncoder(m)
     monkeypatch.setattr(model, "revise_z", lambda z0, x, *a, **k: z0 + 1.0)
     test = torch.rand(7, 1, 28, 28, generator=g) * 2 - 1
-    out = model.evaluate(["mse"], data_of(test), tmp_path)
+    out = run_eval(model, ["mse"], data_of(test), tmp_path)
     x = test[:5].flatten(1)
     want_inf = float(((m @ weight.T - x) ** 2).mean())
     want_chain = float((((m + 1.0) @ weight.T - x) ** 2).mean())
@@ -134,7 +142,8 @@ def test_fd_revised_is_the_frechet_distance_of_the_revised_samples(monkeypatch, 
     """A feature map that is each image's mean pixel, generator samples with known pixel
     means, and an x-chain that adds 0.3 to every pixel: both FDs have a closed form, and they
     differ because revision moves the samples."""
-    import shortrun.metrics.features as features
+    import shortrun.evaluation.features as features
+    from shortrun.metrics.features import Extractor
 
     model = make("eval.n_samples=40", "eval.batch_size=16")
     g = torch.Generator().manual_seed(3)
@@ -143,10 +152,10 @@ def test_fd_revised_is_the_frechet_distance_of_the_revised_samples(monkeypatch, 
     taken = iter(generated.split(16))
     monkeypatch.setattr(model, "sample_generator", lambda n, *a, **k: next(taken))
     monkeypatch.setattr(model, "revise_x", lambda x0, *a, **k: x0 + 0.3)
-    extractor = features.Extractor("pixel_mean", lambda x: x.flatten(1).mean(1, keepdim=True),
+    extractor = Extractor("pixel_mean", lambda x: x.flatten(1).mean(1, keepdim=True),
                                    1, IMAGE)
     monkeypatch.setattr(features, "load_extractor", lambda *a, **k: extractor)
-    out = model.evaluate(["fd"], data_of(reference), tmp_path)
+    out = run_eval(model, ["fd"], data_of(reference), tmp_path)
     mean_gen, mean_ref = generated.flatten(1).mean(1), reference.flatten(1).mean(1)
     assert out["fd_generator"] == pytest.approx(frechet_1d(mean_gen, mean_ref), rel=1e-6)
     assert out["fd_revised"] == pytest.approx(frechet_1d(mean_gen + 0.3, mean_ref), rel=1e-6)

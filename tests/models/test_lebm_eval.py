@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from shortrun.data.base import DataInfo, LoadedData
+from shortrun.evaluation import evaluate
 from shortrun.models.registry import build_model
 from shortrun.train.config import resolve
 
@@ -23,5 +24,6 @@ def test_mse_is_per_pixel_over_the_whole_test_split(monkeypatch, tmp_path):
     bump[0, 5, 7] = 0.3
     monkeypatch.setattr(model, "reconstruct", lambda x, *a, **k: x + bump)
     test = torch.rand(7, 1, 28, 28) * 2 - 1
-    out = model.evaluate(["mse"], LoadedData(train=test, test=test, info=MNIST_INFO), tmp_path)
+    out = evaluate(cfg, model, ["mse"], data=LoadedData(train=test, test=test, info=MNIST_INFO),
+                   run_dir=tmp_path)
     assert out["mse"] == pytest.approx((0.01 * 783 + 0.09) / 784, rel=1e-5)
