@@ -67,8 +67,8 @@ def swap_step(energy: RBMParams, state: TemperingState, *, betas: torch.Tensor,
     j = i + 1
     P = len(i)
     if P == 0:
-        return TemperingState(x, 1 - first), SwapInfo(i, torch.zeros(0, C, dtype=torch.bool,
-                                                                     device=x.device))
+        none = torch.zeros(0, C, dtype=torch.bool, device=x.device)
+        return TemperingState(x, 1 - first), SwapInfo(i, none)
     bi = betas[i].repeat_interleave(C).to(x.dtype)
     bj = betas[j].repeat_interleave(C).to(x.dtype)
     xi, xj = x[i].reshape(P * C, D), x[j].reshape(P * C, D)
