@@ -17,8 +17,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from shortrun.energies.rbm import BernoulliRBMParams
 from shortrun.estimators.exact import all_states, log_partition
-from shortrun.samplers.gibbs import BernoulliRBMParams
 
 
 def make_rbm(n_hidden: int = 20) -> BernoulliRBMParams:

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
+from shortrun.energies.rbm import BernoulliRBMParams
 from shortrun.estimators.ais import ais_log_partition, base_rate_bias, default_betas
 from shortrun.estimators.exact import log_partition
-from shortrun.samplers.gibbs import BernoulliRBMParams
 
 
 def test_ais_matches_exact_on_a_small_model_within_its_standard_error():

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
+from shortrun.energies.rbm import BernoulliRBMParams, GaussianRBMParams
 from shortrun.estimators.exact import all_states, log_partition
-from shortrun.samplers.gibbs import BernoulliRBMParams, GaussianRBMParams
 
 
 def brute_force_log_z(p):

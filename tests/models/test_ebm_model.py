@@ -121,9 +121,23 @@ def test_score_models_train_sample_and_evaluate(tmp_path, recipe, extra):
     assert out["kl_grid"] > 0 and abs(out["mmd"]) < 10
 
 
+def test_pool_size_and_its_old_name_n_chains():
+    """The ebm's pool of persistent chains is ``model.pool_size``; ``model.n_chains``, its old
+    key, still sets it, and the resolved config names the pool once."""
+    old = resolve("ebm_25gaussians", ["model.chain=persistent", "model.n_chains=300"])
+    new = resolve("ebm_25gaussians", ["model.chain=persistent", "model.pool_size=300"])
+    assert old.model.pool_size == new.model.pool_size == 300
+    assert old.model.n_chains is None and old.model == new.model
+    assert resolve("ebm_25gaussians").model.pool_size == 1000
+
+
 @pytest.mark.parametrize("recipe, sets, message", [
     ("ebm_25gaussians", ["model.chain=persistent", "model.n_chains=10"],
-     "model.n_chains=10 is smaller than train.batch_size"),
+     r"model.pool_size=10 \(old name model.n_chains\) is smaller than train.batch_size"),
+    ("ebm_25gaussians", ["model.chain=persistent", "model.pool_size=10"],
+     r"model.pool_size=10 \(old name model.n_chains\) is smaller than train.batch_size"),
+    ("ebm_25gaussians", ["model.pool_size=64", "model.n_chains=128"],
+     "model.pool_size=64 and model.n_chains=128 \\(its old name\\) disagree"),
     ("ebm_25gaussians", ["model.energy=conv"], "model.energy=conv needs image data"),
     ("ebm_25gaussians", ["model.jumps=-1"], "model.jumps: must be >= 0"),
     ("ssm_25gaussians", ["model.conditional=true"], "model.conditional: a noise-conditional"),

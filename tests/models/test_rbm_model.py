@@ -7,8 +7,10 @@ import pytest
 import torch
 
 from shortrun.cli import main
+from shortrun.energies.rbm import GaussianRBMParams
 from shortrun.errors import ConfigError
-from shortrun.samplers.gibbs import GaussianRBMParams, block_gibbs, hidden_state
+from shortrun.samplers.gibbs import block_gibbs, hidden_state
+from shortrun.samplers.sources import DataSource, PersistentChains, TemperedChains
 from shortrun.train.checkpoint import load_checkpoint
 from shortrun.train.config import resolve
 from shortrun.train.rundir import read_config
@@ -130,7 +132,7 @@ def test_straight_equals_half_resume_half(tmp_path, extra):
     a = load_checkpoint(tmp_path / "a" / "checkpoints" / "last.pt")["model"]
     b = load_checkpoint(tmp_path / "b" / "checkpoints" / "last.pt")["model"]
     assert a.keys() == b.keys()
-    persistent = {"chains", "tempering.states", "W_fast"} & set(a)
+    persistent = {"source.chains", "source.states", "W_fast"} & set(a)
     assert persistent, "chain state must be in the checkpoint"
     for key in a:
         assert torch.equal(a[key], b[key]), key
@@ -153,11 +155,51 @@ def test_eval_writes_the_issue_keys(tmp_path):
 
 def test_sampling_and_persistent_chains_start_at_the_data(tmp_path):
     t = build("rbm_digits", tmp_path=tmp_path)
-    chains = t.model.chains
+    chains = t.model.source.chains
     train = t.data.train.reshape(len(t.data.train), -1)
     assert all(bool((train == row).all(1).any()) for row in chains)
     x = t.model.sample(5, steps=2)
     assert x.shape == (5, 1, 8, 8) and set(x.unique().tolist()) <= {0.0, 1.0}
+
+
+@pytest.mark.parametrize("learning, chain, source", [
+    ("cd", "gibbs", DataSource), ("pcd", "gibbs", PersistentChains),
+    ("fpcd", "gibbs", PersistentChains), ("pcd", "tempering", TemperedChains)])
+def test_negatives_come_from_a_chain_source(tmp_path, learning, chain, source):
+    """Every update starts its chains from ``model.source``: the batch (CD), or all
+    ``n_chains`` persistent chains (PCD, FPCD) or tempered ladders (PT) — no rotation."""
+    t = build("rbm_digits", f"model.learning={learning}", f"model.chain={chain}",
+              "model.n_temps=3", tmp_path=tmp_path)
+    src = t.model.source
+    assert type(src) is source
+    handed_out = []
+    start = src.start
+    src.start = lambda *a, **k: handed_out.append(start(*a, **k)) or handed_out[-1]
+    t.fit()
+    assert len(handed_out) == 8  # one start per update
+    for x in handed_out:
+        v = x.v if source is DataSource else x.replicas if source is TemperedChains else x
+        assert v.shape[-2:] == (20, 64)  # batch 20 (CD) or all 20 chains
+
+
+@pytest.mark.parametrize("extra, old_keys", [
+    (["model.learning=pcd"], {"source.chains": "chains"}),
+    (["model.chain=tempering", "model.n_temps=3"],
+     {f"source.{k}": f"tempering.{k}" for k in ("betas", "states", "parity", "accepted",
+                                                 "proposed")}),
+])
+def test_a_state_dict_written_before_the_chain_source_still_loads(tmp_path, extra, old_keys):
+    """Checkpoints written before the RBM's chains moved into ``self.source`` keep them under
+    ``chains`` (PCD) or ``tempering.*`` (PT); a load-time hook renames them."""
+    t = build("rbm_digits", *extra, tmp_path=tmp_path / "a")
+    t.fit()
+    new_style = t.model.state_dict()
+    old_style = {old_keys.get(k, k): v.clone() for k, v in new_style.items()}
+    assert set(old_keys.values()) <= set(old_style) and not set(old_keys) & set(old_style)
+    fresh = build("rbm_digits", *extra, tmp_path=tmp_path / "b").model
+    fresh.load_state_dict(old_style)   # strict: no key missing, none unexpected
+    for key, value in new_style.items():
+        assert torch.equal(fresh.state_dict()[key], value), key
 
 
 def test_bad_inputs_name_the_problem(tmp_path):

@@ -56,3 +56,31 @@ def test_persistent_chains_rotate_and_persist():
     assert second.squeeze(1).tolist() == [4, 5, 100, 101]
     with pytest.raises(ValueError, match="only 6 persist"):
         pc.start(7)
+
+
+def test_persistent_chains_that_all_advance_every_update():
+    """The RBMs' PCD: every chain is handed out each update (no rotation, no cursor)."""
+    pc = PersistentChains(3, torch.arange(3.0)[:, None], rotating=False)
+    assert set(pc.state_dict()) == {"chains"}
+    x = pc.start()
+    assert x.squeeze(1).tolist() == [0, 1, 2]
+    pc.finish(x + 10)
+    assert pc.start(3).squeeze(1).tolist() == [10, 11, 12]
+    pc.reset(torch.zeros(3, 1))
+    assert pc.chains.abs().sum() == 0
+    with pytest.raises(ValueError, match="all 3 persistent chains advance every update"):
+        pc.start(2)
+
+
+def test_data_source_hands_a_kernel_state_through():
+    """CD's chains start at the batch; a kernel state already computed there (the RBM's
+    positive phase) comes back as it is, cut to ``n`` chains."""
+    from shortrun.samplers.gibbs import GibbsState
+
+    state = GibbsState(torch.zeros(4, 3), torch.ones(4, 2), torch.full((4, 2), 0.5))
+    same = DataSource().start(4, data=state)
+    assert isinstance(same, GibbsState) and all(a is b for a, b in zip(same, state, strict=True))
+    cut = DataSource().start(2, data=state)
+    assert [tuple(t.shape) for t in cut] == [(2, 3), (2, 2), (2, 2)]
+    with pytest.raises(ValueError, match="DataSource.start needs the data batch"):
+        DataSource().start(2)

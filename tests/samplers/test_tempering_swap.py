@@ -8,9 +8,10 @@ import math
 
 import torch
 
+from shortrun.energies.rbm import BernoulliRBMParams
 from shortrun.estimators.exact import all_states
-from shortrun.samplers.gibbs import BernoulliRBMParams
-from shortrun.samplers.tempering import ParallelTempering, beta_ladder
+from shortrun.samplers.sources import TemperedChains
+from shortrun.samplers.tempering import beta_ladder, tempering_step
 
 
 def lopsided_rbm() -> BernoulliRBMParams:
@@ -37,9 +38,12 @@ def test_swaps_reach_the_exact_unequal_mode_masses_from_the_light_mode():
     mass = float(probs[heavy].sum())
     assert 0.85 < mass < 0.95
     n = 4000
-    pt = ParallelTempering(n, 8, beta_ladder(12, 0.0))
-    pt.reset(torch.zeros(n, 8))
-    v = pt.sweep(p, 60, generator=torch.Generator().manual_seed(0))
+    chains = TemperedChains(n, 8, beta_ladder(12, 0.0))
+    chains.reset(torch.zeros(n, 8))
+    state, gen = chains.start(), torch.Generator().manual_seed(0)
+    for _ in range(60):
+        state, _ = tempering_step(p, state, betas=chains.betas, generator=gen)
+    v = state.replicas[0]
     observed = float((v.sum(1) >= 4).double().mean())
     assert abs(observed - mass) < 4 * math.sqrt(mass * (1 - mass) / n), (observed, mass)
     hist = torch.bincount(index(v), minlength=256).double() / n

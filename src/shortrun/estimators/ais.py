@@ -20,7 +20,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from shortrun.samplers.gibbs import BernoulliRBMParams, bernoulli
+from shortrun.energies.rbm import BernoulliRBMParams, bernoulli
 
 
 class AISResult(NamedTuple):

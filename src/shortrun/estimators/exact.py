@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import torch
 
-from shortrun.samplers.gibbs import BernoulliRBMParams, GaussianRBMParams, RBMParams
+from shortrun.energies.rbm import BernoulliRBMParams, GaussianRBMParams, RBMParams
 
 MAX_BITS = 32
 

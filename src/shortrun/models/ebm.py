@@ -43,7 +43,11 @@ class EBMOptions(ModelOptions):
     chain: str = fld("buffer", choices=("noise", "buffer", "persistent", "data"))
     buffer_size: int = fld(10_000, gt=0)
     reinit: float = fld(0.05, ge=0.0, le=1.0, doc="replay-buffer fraction restarted from noise")
-    n_chains: int = fld(1_000, gt=0, doc="persistent chains (chain: persistent)")
+    pool_size: int = fld(1_000, gt=0, doc="chain: persistent: size of the pool of persistent "
+                         "chains; each update draws train.batch_size of them in rotation and "
+                         "the others wait (unlike the RBMs' n_chains, which all advance)")
+    n_chains: int | None = fld(None, gt=0, doc="old name of pool_size, still accepted: when "
+                               "set, it sets pool_size")
     init_noise: str = fld("uniform", choices=("uniform", "normal"))
     init_scale: float = fld(1.0, gt=0, doc="uniform half-width or normal std of fresh chains")
     langevin_steps: int = fld(20, gt=0)
@@ -58,11 +62,21 @@ class EBMOptions(ModelOptions):
                            doc="`shortrun sample` chains start from fresh noise or from the "
                                "replay buffer / persistent chains")
 
+    def __post_init__(self) -> None:
+        # n_chains is the old key of pool_size (config keys are a contract: aliased, not
+        # dropped); fold it in so that the saved config names the pool once
+        if self.n_chains is not None:
+            if self.pool_size not in (1_000, self.n_chains):
+                raise ConfigError(f"model.pool_size={self.pool_size} and model.n_chains="
+                                  f"{self.n_chains} (its old name) disagree; set only "
+                                  "model.pool_size")
+            self.pool_size, self.n_chains = self.n_chains, None
+
     def check(self, cfg) -> None:
-        if self.chain == "persistent" and self.n_chains < cfg.train.batch_size:
-            raise ConfigError(f"model.n_chains={self.n_chains} is smaller than "
-                              f"train.batch_size={cfg.train.batch_size}; persistent chains hand "
-                              "out one chain per example, so raise model.n_chains")
+        if self.chain == "persistent" and self.pool_size < cfg.train.batch_size:
+            raise ConfigError(f"model.pool_size={self.pool_size} (old name model.n_chains) is "
+                              f"smaller than train.batch_size={cfg.train.batch_size}; the pool "
+                              "hands out one chain per example, so raise model.pool_size")
 
 
 def build_energy(m: EBMOptions, info: DataInfo) -> torch.nn.Module:
@@ -89,7 +103,7 @@ class EBM(DensityEvalMixin, Model):
         if m.chain == "buffer":
             self.source = ReplayBuffer(m.buffer_size, self.noise, m.reinit)
         elif m.chain == "persistent":
-            self.source = PersistentChains(m.n_chains, torch.zeros((m.n_chains, *info.shape)))
+            self.source = PersistentChains(m.pool_size, torch.zeros((m.pool_size, *info.shape)))
         elif m.chain == "data":
             self.source = DataSource()
         else:

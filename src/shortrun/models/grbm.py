@@ -17,10 +17,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from shortrun.energies.rbm import GaussianRBMParams
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.rbm_learning import RBMBase, RBMOptions
-from shortrun.samplers.gibbs import GaussianRBMParams, GibbsState
+from shortrun.samplers.gibbs import GibbsState
 
 
 @dataclass

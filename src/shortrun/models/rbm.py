@@ -22,10 +22,11 @@ import torch
 import torch.nn.functional as F
 
 from shortrun.collectives import all_mean_
+from shortrun.energies.rbm import BernoulliRBMParams, bernoulli
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.rbm_learning import RBMBase, RBMOptions
-from shortrun.samplers.gibbs import BernoulliRBMParams, GibbsState, bernoulli
+from shortrun.samplers.gibbs import GibbsState
 
 
 @dataclass

@@ -8,10 +8,14 @@ statistic at the chains' end. It is computed under ``torch.no_grad()``, written 
 ``p.grad`` and applied by a torch SGD optimiser (momentum, weight decay on ``W`` only), so the
 Trainer's learning-rate schedule and checkpoints work unchanged.
 
-Chains: CD-k starts at the data (Hinton 2002); PCD-k keeps ``n_chains`` persistent chains
-(Tieleman 2008), advanced by block Gibbs or by parallel tempering (Desjardins et al. 2010);
-fast PCD adds fast weights to the chains' parameters, ``θ_f ← decay·θ_f − fast_lr·∇θ L``
-(Tieleman & Hinton 2009). All chain state lives in buffers, so it is checkpointed.
+Chains come from a chain source (``self.source``, :mod:`shortrun.samplers.sources`): CD-k
+starts at the data (``DataSource``, Hinton 2002); PCD-k keeps ``n_chains`` persistent chains
+that all advance every update (``PersistentChains(rotating=False)``, Tieleman 2008), moved by
+block Gibbs, or as many parallel-tempering ladders (``TemperedChains``, Desjardins et al.
+2010); fast PCD adds fast weights to the chains' parameters,
+``θ_f ← decay·θ_f − fast_lr·∇θ L`` (Tieleman & Hinton 2009). All chain state lives in
+buffers, so it is checkpointed; checkpoints written before the chains moved into the source
+(keys ``chains``, ``tempering.*``) still load.
 """
 
 from __future__ import annotations
@@ -22,19 +26,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from shortrun.energies.rbm import RBMParams
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
 from shortrun.models.inputs import check_batch, check_sample_args
-from shortrun.samplers.gibbs import (
-    GibbsState,
-    RBMParams,
-    block_gibbs,
-    gemm,
-    hidden_state,
-    match_blas_threads,
-)
-from shortrun.samplers.tempering import ParallelTempering, beta_ladder
+from shortrun.products import gemm, match_blas_threads
+from shortrun.samplers.gibbs import GibbsState, block_gibbs, hidden_state
+from shortrun.samplers.sources import DataSource, PersistentChains, TemperedChains
+from shortrun.samplers.tempering import beta_ladder, tempering_step
 
 
 @dataclass
@@ -44,7 +44,8 @@ class RBMOptions(ModelOptions):
     learning: str = fld("pcd", choices=("cd", "pcd", "fpcd"),
                         doc="CD-k (chains from the data), PCD-k, or fast PCD")
     k: int = fld(1, gt=0, doc="Gibbs sweeps per update")
-    n_chains: int = fld(100, gt=0, doc="persistent chains (pcd, fpcd)")
+    n_chains: int = fld(100, gt=0, doc="persistent chains (pcd, fpcd), ALL advanced every "
+                        "update (unlike the ebm's rotating pool, model.pool_size)")
     chain: str = fld("gibbs", choices=("gibbs", "tempering"),
                      doc="kernel of the persistent chains")
     n_temps: int = fld(10, ge=2, doc="parallel-tempering replicas (chain: tempering)")
@@ -65,6 +66,30 @@ class RBMOptions(ModelOptions):
         if self.chain == "tempering" and self.learning == "cd":
             raise ConfigError("model.chain: tempering runs persistent chains; set "
                               "model.learning=pcd or fpcd (CD restarts at the data)")
+
+
+def chain_source(m: RBMOptions, n_visible: int) -> DataSource | PersistentChains | TemperedChains:
+    """Where the negative chains come from: the data (CD), ``n_chains`` persistent chains
+    that all advance every update (PCD, FPCD), or as many tempered ladders."""
+    if m.learning == "cd":
+        return DataSource()
+    if m.chain == "tempering":
+        return TemperedChains(m.n_chains, n_visible, beta_ladder(m.n_temps, m.beta_min))
+    return PersistentChains(m.n_chains, torch.zeros(m.n_chains, n_visible), rotating=False)
+
+
+# state-dict keys of the chains before they moved into ``self.source``
+_OLD_CHAIN_KEYS = {"chains": "source.chains",
+                   **{f"tempering.{k}": f"source.{k}"
+                      for k in ("betas", "states", "parity", "accepted", "proposed")}}
+
+
+def _migrate_chain_keys(module: nn.Module, state_dict: dict, prefix: str, *args) -> None:
+    """Load-time migration: a checkpoint written before the chains moved into the chain
+    source keeps them under ``chains`` / ``tempering.*``; rename those keys in place."""
+    for old, new in _OLD_CHAIN_KEYS.items():
+        if prefix + old in state_dict:
+            state_dict[prefix + new] = state_dict.pop(prefix + old)
 
 
 class RBMBase(Model):
@@ -88,13 +113,8 @@ class RBMBase(Model):
         if m.learning == "fpcd":
             for name, shape in (("W_fast", (nv, nh)), ("b_fast", (nv,)), ("c_fast", (nh,))):
                 self.register_buffer(name, torch.zeros(shape))
-        self.tempering: ParallelTempering | None = None
-        if m.learning != "cd":
-            if m.chain == "tempering":
-                self.tempering = ParallelTempering(m.n_chains, nv,
-                                                   beta_ladder(m.n_temps, m.beta_min))
-            else:
-                self.register_buffer("chains", torch.zeros(m.n_chains, nv))
+        self.source = chain_source(m, nv)
+        self.register_load_state_dict_pre_hook(_migrate_chain_keys)
 
     # ---------------------------------------------------------------- subclass hooks
     def params(self, fast: bool = False) -> RBMParams:
@@ -117,11 +137,7 @@ class RBMBase(Model):
     def on_train_start(self, data) -> None:
         if self.cfg.model.learning == "cd":
             return
-        start = self.init_chains(data.train)
-        if self.tempering is not None:
-            self.tempering.reset(start)
-        else:
-            self.chains.copy_(start)
+        self.source.reset(self.init_chains(data.train))
 
     def build_optimizers(self) -> dict[str, torch.optim.Optimizer]:
         t, m = self.cfg.train, self.cfg.model
@@ -134,15 +150,19 @@ class RBMBase(Model):
     def negative_phase(self, pos: GibbsState) -> GibbsState:
         """The chains' end state, with hidden statistics under the regular parameters."""
         m = self.cfg.model
-        if m.learning == "cd":
-            return block_gibbs(self.params(), pos, m.k)
+        if isinstance(self.source, DataSource):  # CD-k: from the positive phase's state
+            return block_gibbs(self.params(), self.source.start(len(pos.v), data=pos), m.k)
         fast = m.learning == "fpcd"
-        chain_params = self.params(fast=fast)
-        if self.tempering is not None:
-            v = self.tempering.sweep(chain_params, m.k)
-            return hidden_state(self.params(), v)
-        state = block_gibbs(chain_params, self.chains, m.k)
-        self.chains.copy_(state.v)
+        chain_energy = self.params(fast=fast)
+        if isinstance(self.source, TemperedChains):
+            state = self.source.start()
+            for _ in range(m.k):
+                state, info = tempering_step(chain_energy, state, betas=self.source.betas)
+                self.source.record(info)
+            self.source.finish(state)
+            return hidden_state(self.params(), self.source.states[0].clone())
+        state = block_gibbs(chain_energy, self.source.start(), m.k)
+        self.source.finish(state.v)
         return hidden_state(self.params(), state.v) if fast else state
 
     @torch.no_grad()
@@ -187,8 +207,8 @@ class RBMBase(Model):
                                 (self.c_fast, self.c)):
                     fast.mul_(m.fast_decay).add_(p.grad, alpha=-lr)
         out = {"loss": f_pos - f_neg, "energy_pos": f_pos, "energy_neg": f_neg}
-        if self.tempering is not None:
-            out["swap_rate"] = self.tempering.last_swap_rate
+        if isinstance(self.source, TemperedChains):
+            out["swap_rate"] = self.source.last_swap_rate
         return out
 
     def free_energy_from(self, state: GibbsState) -> torch.Tensor:

@@ -1,13 +1,46 @@
-"""MCMC kernels (pure transitions) and chain sources (where chains start, what persists)."""
+"""MCMC kernels (pure transitions) and chain sources (where chains start, what persists).
 
+Every kernel has one shape, ``kernel(energy, state, *, <kernel params>, generator=None) ->
+(state, info)``, with the energy passed at call time: :func:`langevin_step`,
+:func:`mala_step`, :func:`hmc_step`, :func:`gibbs_step`, :func:`independence_step`,
+:func:`swap_step` and :func:`tempering_step`. The Metropolis–Hastings kernels share one
+accept step (:func:`mh_accept`).
+"""
+
+from shortrun.samplers.gibbs import GibbsInfo, GibbsState, block_gibbs, gibbs_init, gibbs_step
+from shortrun.samplers.hmc import HMCInfo, HMCState, hmc, hmc_init, hmc_step
+from shortrun.samplers.independence import (
+    IndependenceInfo,
+    IndependenceState,
+    independence_init,
+    independence_mh,
+    independence_step,
+)
 from shortrun.samplers.langevin import LangevinInfo, langevin, langevin_step
+from shortrun.samplers.mala import MALAInfo, MALAState, mala, mala_init, mala_step
+from shortrun.samplers.metropolis import MCMCInfo, mh_accept, mh_select
 from shortrun.samplers.sources import (
     ChainSource,
     DataSource,
     NoiseSource,
     PersistentChains,
     ReplayBuffer,
+    TemperedChains,
+)
+from shortrun.samplers.tempering import (
+    SwapInfo,
+    TemperingState,
+    beta_ladder,
+    swap_step,
+    tempering_step,
 )
 
-__all__ = ["ChainSource", "DataSource", "LangevinInfo", "NoiseSource", "PersistentChains",
-           "ReplayBuffer", "langevin", "langevin_step"]
+__all__ = [
+    "ChainSource", "DataSource", "GibbsInfo", "GibbsState", "HMCInfo", "HMCState",
+    "IndependenceInfo", "IndependenceState", "LangevinInfo", "MALAInfo", "MALAState",
+    "MCMCInfo", "NoiseSource", "PersistentChains", "ReplayBuffer", "SwapInfo",
+    "TemperedChains", "TemperingState", "beta_ladder", "block_gibbs", "gibbs_init",
+    "gibbs_step", "hmc", "hmc_init", "hmc_step", "independence_init", "independence_mh",
+    "independence_step", "langevin", "langevin_step", "mala", "mala_init", "mala_step",
+    "mh_accept", "mh_select", "swap_step", "tempering_step",
+]

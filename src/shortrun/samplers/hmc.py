@@ -3,21 +3,63 @@ dynamics", §5.2, Eq. 5.18-5.20 and the acceptance rule Eq. 3.6).
 
 Hamiltonian ``H(x, p) = E(x) + ½‖p‖²`` (identity mass); each transition draws
 ``p ~ N(0, I)``, runs ``n_leapfrog`` leapfrog steps of size ``ε`` and accepts with probability
-``min(1, exp(H(x, p) − H(x', p')))``. Leapfrog is volume preserving and reversible, so the
-chain leaves ``p(x) ∝ exp(−E(x))`` exactly invariant. One leapfrog step with ``ε = s`` is the
-same move as one MALA step with step size ``s``.
+``min(1, exp(H(x, p) − H(x', p')))`` through the shared Metropolis–Hastings step. Leapfrog is
+volume preserving and reversible, so the chain leaves ``p(x) ∝ exp(−E(x))`` exactly invariant.
+One leapfrog step with ``ε = s`` is the same move as one MALA step with step size ``s``.
+Kernel shape ``hmc_step(energy, state, *, step_size, n_leapfrog, generator) -> (state, info)``.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from shortrun.samplers.langevin import EnergyFn, energy_grad
-from shortrun.samplers.metropolis import MCMCInfo, mh_accept, where_rows
+from shortrun.samplers.metropolis import MCMCInfo, mh_select
+
+
+class HMCState(NamedTuple):
+    """Position ``x`` of every chain, with ``E(x)`` and ``∇ₓE(x)`` there."""
+
+    x: torch.Tensor
+    energy: torch.Tensor
+    grad: torch.Tensor
+
+
+class HMCInfo(NamedTuple):
+    """Per chain: whether the end of the trajectory was accepted, and the energy there."""
+
+    is_accepted: torch.Tensor
+    proposal_energy: torch.Tensor
+
+
+def hmc_init(energy_fn: EnergyFn, x: torch.Tensor) -> HMCState:
+    energy, grad = energy_grad(energy_fn, x.detach())
+    return HMCState(x.detach(), energy.detach(), grad)
 
 
 def _kinetic(p: torch.Tensor) -> torch.Tensor:
     return 0.5 * (p.flatten(1) ** 2).sum(1)
+
+
+def hmc_step(energy_fn: EnergyFn, state: HMCState, *, step_size: float, n_leapfrog: int = 10,
+             generator: torch.Generator | None = None) -> tuple[HMCState, HMCInfo]:
+    """One HMC transition (``n_leapfrog`` leapfrog steps of ``step_size``) of every chain."""
+    eps, x = step_size, state.x
+    p0 = torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
+    q, g = x, state.grad
+    p = p0 - (0.5 * eps) * g
+    for k in range(n_leapfrog):
+        q = q + eps * p
+        e_q, g = energy_grad(energy_fn, q)
+        if k < n_leapfrog - 1:
+            p = p - eps * g
+    p = p - (0.5 * eps) * g
+    e_q = e_q.detach()
+    log_alpha = (state.energy + _kinetic(p0)) - (e_q + _kinetic(p))
+    new, accept = mh_select(log_alpha, HMCState(q, e_q, g), state, generator)
+    return new, HMCInfo(accept, e_q)
 
 
 def hmc(
@@ -36,26 +78,10 @@ def hmc(
         raise ValueError(f"step_size must be > 0; got {step_size}")
     if n_leapfrog < 1:
         raise ValueError(f"n_leapfrog must be >= 1; got {n_leapfrog}")
-    eps = step_size
-    x = x.detach()
-    energy, grad = energy_grad(energy_fn, x)
-    energy = energy.detach()
+    state = hmc_init(energy_fn, x)
     accepted = torch.zeros(x.shape[0], device=x.device)
     for _ in range(n_steps):
-        p0 = torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
-        q, g = x, grad
-        p = p0 - (0.5 * eps) * g
-        for k in range(n_leapfrog):
-            q = q + eps * p
-            e_q, g = energy_grad(energy_fn, q)
-            if k < n_leapfrog - 1:
-                p = p - eps * g
-        p = p - (0.5 * eps) * g
-        e_q = e_q.detach()
-        log_alpha = (energy + _kinetic(p0)) - (e_q + _kinetic(p))
-        accept = mh_accept(log_alpha, generator)
-        x = where_rows(accept, q, x)
-        grad = where_rows(accept, g, grad)
-        energy = torch.where(accept, e_q, energy)
-        accepted += accept.float()
-    return x, MCMCInfo(accepted / n_steps, energy)
+        state, info = hmc_step(energy_fn, state, step_size=step_size, n_leapfrog=n_leapfrog,
+                               generator=generator)
+        accepted += info.is_accepted.float()
+    return state.x, MCMCInfo(accepted / n_steps, state.energy)

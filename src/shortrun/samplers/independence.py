@@ -1,23 +1,42 @@
 """Independence Metropolis–Hastings jumps (Tierney 1994, "Markov chains for exploring posterior
 distributions", §2.3.1): propose ``y ~ q`` independently of the state and accept with
-probability ``min(1, exp(E(x) − E(y)) q(x) / q(y))``.
+probability ``min(1, exp(E(x) − E(y)) q(x) / q(y))`` through the shared Metropolis–Hastings
+step.
 
 Interleaved with Langevin, these moves let chains cross between well-separated modes, which
 Langevin alone never does; the combined chain still leaves ``p ∝ exp(−E)`` invariant. Each
-proposal costs one energy evaluation without a gradient.
+proposal costs one energy evaluation without a gradient. Kernel shape
+``independence_step(energy, state, *, propose, log_q, generator) -> (state, info)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
 from shortrun.samplers.langevin import EnergyFn
-from shortrun.samplers.metropolis import MCMCInfo, mh_accept, where_rows
+from shortrun.samplers.metropolis import MCMCInfo, mh_select
+
+LogDensity = Callable[[torch.Tensor], torch.Tensor]
 
 
-def noise_log_density(source) -> Callable[[torch.Tensor], torch.Tensor]:
+class IndependenceState(NamedTuple):
+    """Position ``x`` of every chain, with ``E(x)`` and ``log q(x)`` there."""
+
+    x: torch.Tensor
+    energy: torch.Tensor
+    log_q: torch.Tensor
+
+
+class IndependenceInfo(NamedTuple):
+    """Per chain: whether the proposal was accepted."""
+
+    is_accepted: torch.Tensor
+
+
+def noise_log_density(source) -> LogDensity:
     """``log q`` (up to a constant) of a :class:`~shortrun.samplers.sources.NoiseSource`."""
     if source.kind == "uniform":
         def log_q(x: torch.Tensor) -> torch.Tensor:
@@ -29,11 +48,34 @@ def noise_log_density(source) -> Callable[[torch.Tensor], torch.Tensor]:
 
 
 @torch.no_grad()
+def independence_init(energy_fn: EnergyFn, x: torch.Tensor, log_q: LogDensity
+                      ) -> IndependenceState:
+    x = x.detach()
+    return IndependenceState(x, energy_fn(x), log_q(x))
+
+
+@torch.no_grad()
+def independence_step(
+    energy_fn: EnergyFn,
+    state: IndependenceState,
+    *,
+    propose: Callable[[int], torch.Tensor],
+    log_q: LogDensity,
+    generator: torch.Generator | None = None,
+) -> tuple[IndependenceState, IndependenceInfo]:
+    """One independence-MH move of every chain; ``propose(n)`` draws ``n`` states from ``q``."""
+    y = propose(state.x.shape[0]).to(state.x)
+    proposal = IndependenceState(y, energy_fn(y), log_q(y))
+    log_alpha = (state.energy - proposal.energy) + (state.log_q - proposal.log_q)
+    new, accept = mh_select(log_alpha, proposal, state, generator)
+    return new, IndependenceInfo(accept)
+
+
 def independence_mh(
     energy_fn: EnergyFn,
     x: torch.Tensor,
     propose: Callable[[int], torch.Tensor],
-    log_q: Callable[[torch.Tensor], torch.Tensor],
+    log_q: LogDensity,
     n_proposals: int = 1,
     *,
     generator: torch.Generator | None = None,
@@ -41,18 +83,10 @@ def independence_mh(
     """``n_proposals`` independence-MH moves of every chain; ``propose(n)`` draws from ``q``."""
     if n_proposals < 1:
         raise ValueError(f"n_proposals must be >= 1; got {n_proposals}")
-    x = x.detach()
-    energy = energy_fn(x)
-    log_q_x = log_q(x)
+    state = independence_init(energy_fn, x, log_q)
     accepted = torch.zeros(x.shape[0], device=x.device)
     for _ in range(n_proposals):
-        y = propose(x.shape[0]).to(x)
-        energy_y = energy_fn(y)
-        log_q_y = log_q(y)
-        log_alpha = (energy - energy_y) + (log_q_x - log_q_y)
-        accept = mh_accept(log_alpha, generator)
-        x = where_rows(accept, y, x)
-        energy = torch.where(accept, energy_y, energy)
-        log_q_x = torch.where(accept, log_q_y, log_q_x)
-        accepted += accept.float()
-    return x, MCMCInfo(accepted / n_proposals, energy)
+        state, info = independence_step(energy_fn, state, propose=propose, log_q=log_q,
+                                        generator=generator)
+        accepted += info.is_accepted.float()
+    return state.x, MCMCInfo(accepted / n_proposals, state.energy)

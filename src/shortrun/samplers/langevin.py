@@ -8,6 +8,11 @@ The same function drives the data-space EBM, the LEBM prior and posterior chains
 
 The energy is passed at call time and never owned (blackjax style); parameters of the energy
 receive no gradient, and no graph is built through the chain unless ``create_graph=True``.
+
+:func:`langevin_step` has the shape every kernel of the library has,
+``kernel(energy, state, *, <kernel params>, generator=None) -> (state, info)``. The chain
+carries nothing but its position, so the state is the position tensor itself (as in
+blackjax's SGLD); MALA (:mod:`shortrun.samplers.mala`) uses this step as its proposal.
 """
 
 from __future__ import annotations
@@ -61,10 +66,16 @@ def langevin_step(
     domain: tuple[float, float] | None = None,
     generator: torch.Generator | None = None,
     create_graph: bool = False,
+    cached: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, LangevinInfo]:
     """One transition. ``drift_clamp`` bounds each coordinate of ``½s²∇E``; ``domain`` clamps
-    the state after the step (both are the stabilisers of IGEBM-style training)."""
-    energy, grad = energy_grad(energy_fn, x, create_graph=create_graph)
+    the state after the step (both are the stabilisers of IGEBM-style training). ``cached`` is
+    ``(E(x), ∇E(x))`` when the caller already has them (MALA carries them between steps), so
+    the step costs no energy evaluation."""
+    if cached is not None:
+        energy, grad = cached
+    else:
+        energy, grad = energy_grad(energy_fn, x, create_graph=create_graph)
     info = LangevinInfo(energy.detach(), grad.detach().flatten(1).norm(dim=1))
     half_s2, noise_std = 0.5 * step_size**2, step_size * noise_scale
     if create_graph:

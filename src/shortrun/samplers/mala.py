@@ -1,27 +1,65 @@
 """Metropolis-adjusted Langevin algorithm (MALA; Roberts & Tweedie 1996, Eq. 2.2-2.3).
 
-The proposal is exactly one step of the library's Langevin kernel,
+The proposal is one step of the library's Langevin kernel, :func:`langevin_step` itself:
 ``y = x − ½ s² ∇E(x) + s ξ``, i.e. ``q(y | x) = N(y; x − ½ s² ∇E(x), s² I)``; it is accepted
-with probability ``min(1, exp(−E(y) + E(x)) q(x | y) / q(y | x))``, so the chain leaves
-``p(x) ∝ exp(−E(x))`` exactly invariant whatever the step size. Pure function of
-(energy, state, rng) in the blackjax style; the energy's gradient at the current state is
-carried between steps so each step costs one energy-and-gradient evaluation.
+by the shared Metropolis–Hastings step with probability
+``min(1, exp(−E(y) + E(x)) q(x | y) / q(y | x))``, so the chain leaves ``p(x) ∝ exp(−E(x))``
+exactly invariant whatever the step size. Kernel shape
+``mala_step(energy, state, *, step_size, generator) -> (state, info)`` (blackjax style); the
+state carries the energy and its gradient at the current position, so each step costs one
+energy-and-gradient evaluation.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
-from shortrun.samplers.langevin import EnergyFn, energy_grad
-from shortrun.samplers.metropolis import MCMCInfo, mh_accept, where_rows
+from shortrun.samplers.langevin import EnergyFn, energy_grad, langevin_step
+from shortrun.samplers.metropolis import MCMCInfo, mh_select
 
-__all__ = ["MCMCInfo", "mala"]
+__all__ = ["MALAInfo", "MALAState", "MCMCInfo", "mala", "mala_init", "mala_step"]
+
+
+class MALAState(NamedTuple):
+    """Position ``x`` of every chain, with ``E(x)`` and ``∇ₓE(x)`` there."""
+
+    x: torch.Tensor
+    energy: torch.Tensor
+    grad: torch.Tensor
+
+
+class MALAInfo(NamedTuple):
+    """Per chain: whether the proposal was accepted, and the proposal itself."""
+
+    is_accepted: torch.Tensor
+    proposal: torch.Tensor
+
+
+def mala_init(energy_fn: EnergyFn, x: torch.Tensor) -> MALAState:
+    energy, grad = energy_grad(energy_fn, x.detach())
+    return MALAState(x.detach(), energy.detach(), grad)
 
 
 def _log_q(to: torch.Tensor, frm: torch.Tensor, grad_frm: torch.Tensor, s: float) -> torch.Tensor:
     """``log N(to; frm − ½ s² ∇E(frm), s² I)`` up to the constant, which cancels."""
     diff = to - frm + (0.5 * s * s) * grad_frm
     return -(diff.flatten(1) ** 2).sum(1) / (2 * s * s)
+
+
+def mala_step(energy_fn: EnergyFn, state: MALAState, *, step_size: float,
+              generator: torch.Generator | None = None) -> tuple[MALAState, MALAInfo]:
+    """One MALA transition of every chain in ``state``."""
+    s = step_size
+    y, _ = langevin_step(energy_fn, state.x, s, 1.0, generator=generator,
+                         cached=(state.energy, state.grad))
+    energy_y, grad_y = energy_grad(energy_fn, y)
+    proposal = MALAState(y, energy_y.detach(), grad_y)
+    log_alpha = ((state.energy - proposal.energy) + _log_q(state.x, y, grad_y, s)
+                 - _log_q(y, state.x, state.grad, s))
+    new, accept = mh_select(log_alpha, proposal, state, generator)
+    return new, MALAInfo(accept, y)
 
 
 def mala(
@@ -37,20 +75,9 @@ def mala(
         raise ValueError(f"n_steps must be >= 1; got {n_steps}")
     if step_size <= 0:
         raise ValueError(f"step_size must be > 0; got {step_size}")
-    s = step_size
-    x = x.detach()
-    energy, grad = energy_grad(energy_fn, x)
-    energy = energy.detach()
+    state = mala_init(energy_fn, x)
     accepted = torch.zeros(x.shape[0], device=x.device)
     for _ in range(n_steps):
-        noise = torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
-        y = x - (0.5 * s * s) * grad + s * noise
-        energy_y, grad_y = energy_grad(energy_fn, y)
-        energy_y = energy_y.detach()
-        log_alpha = (energy - energy_y) + _log_q(x, y, grad_y, s) - _log_q(y, x, grad, s)
-        accept = mh_accept(log_alpha, generator)
-        x = where_rows(accept, y, x)
-        grad = where_rows(accept, grad_y, grad)
-        energy = torch.where(accept, energy_y, energy)
-        accepted += accept.float()
-    return x, MCMCInfo(accepted / n_steps, energy)
+        state, info = mala_step(energy_fn, state, step_size=step_size, generator=generator)
+        accepted += info.is_accepted.float()
+    return state.x, MCMCInfo(accepted / n_steps, state.energy)
