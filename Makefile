@@ -26,7 +26,7 @@ demo: setup
 
 test: setup
 	$(PY) -m ruff check src tests bench
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -rs
 
 lint: setup
 	$(PY) -m ruff check src tests bench
