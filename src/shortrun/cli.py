@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", type=Path, help="FILE.npz (key x, data scale; token ids for text), "
                    "FILE.png (images, 2-D points) or FILE.txt (text: one sentence a line)")
     s.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    s.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     _data_dir(s)
 
     e = sub.add_parser("eval", help="evaluate a trained run; writes RUN_DIR/eval.json")
@@ -51,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="write an HTML report of a run (RUN_DIR/report/)")
     r.add_argument("run_dir", type=Path)
     r.add_argument("--out", type=Path, help="folder for index.html and its PNGs")
+    r.add_argument("--force", action="store_true",
+                   help="write into an --out folder that already has files")
     return p
 
 
@@ -101,6 +104,21 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_overwrite(out: Path | None, force: bool) -> None:
+    """An explicit ``--out`` never replaces what is already there unless ``--force``.
+
+    (The defaults inside the run directory, ``samples.npz`` and ``report/``, are the run's own
+    derived files and are rewritten.) An empty folder holds nothing to lose.
+    """
+    if out is None or force or not out.exists():
+        return
+    if out.is_dir() and not any(out.iterdir()):
+        return
+    kind = "folder" if out.is_dir() else "file"
+    raise ConfigError(f"--out {out}: that {kind} already exists; pass --force to overwrite it "
+                      "or choose another --out")
+
+
 def cmd_sample(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
@@ -111,6 +129,10 @@ def cmd_sample(args: argparse.Namespace) -> int:
     _apply_data_dir(args)
     if args.n is not None and args.n <= 0:
         raise ConfigError(f"--n must be a positive integer; got {args.n}")
+    if args.out is not None and args.out.is_dir():
+        raise ConfigError(f"--out {args.out} is a folder; give a file name in it, e.g. "
+                          f"--out {args.out / 'samples.npz'}")
+    _refuse_overwrite(args.out, args.force)
     run = load_run(args.run_dir, args.overrides)
     n = args.n or run.cfg.sample.n
     out = args.out or (args.run_dir / "samples.npz")
@@ -176,6 +198,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from shortrun.report import write_report
 
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise ConfigError(f"--out {args.out} is a file; report --out names a folder (it gets "
+                          "index.html and its PNGs)")
+    _refuse_overwrite(args.out, args.force)
     print(f"wrote {write_report(args.run_dir, args.out)}")
     return 0
 
