@@ -217,9 +217,14 @@ def main(argv: list[str] | None = None) -> int:
     except ShortrunError as exc:
         print(f"shortrun: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("shortrun: interrupted; the last checkpoint is intact", file=sys.stderr)
+    except KeyboardInterrupt:  # outside the training loop, or a second Ctrl-C inside it
+        print("shortrun: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # a path the user gave cannot be read or written
+        what = f"{exc.strerror or type(exc).__name__}: {exc.filename}" if exc.filename \
+            else str(exc) or type(exc).__name__
+        print(f"shortrun: error: {what}; check the path and its permissions", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

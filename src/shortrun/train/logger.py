@@ -10,7 +10,10 @@ from pathlib import Path
 
 
 class MetricsLogger:
-    def __init__(self, run_dir: Path, enabled: bool = True) -> None:
+    def __init__(self, run_dir: Path, enabled: bool = True,
+                 purge_step: int | None = None) -> None:
+        """``purge_step``: on resume, TensorBoard drops events at steps ≥ it (logged after the
+        checkpoint by the interrupted attempt), so no step shows twice."""
         self.path = run_dir / "metrics.jsonl"
         self.enabled = enabled
         self.start = time.time()
@@ -20,7 +23,7 @@ class MetricsLogger:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     from torch.utils.tensorboard import SummaryWriter
-                self.tb = SummaryWriter(str(run_dir / "tb"))
+                self.tb = SummaryWriter(str(run_dir / "tb"), purge_step=purge_step)
             except ImportError:
                 warnings.warn("tensorboard is not installed: TensorBoard events are skipped",
                               stacklevel=2)
