@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from shortrun.errors import ConfigError, ShortrunError
+from shortrun.errors import ConfigError, ShortrunError, TrainingInterrupted
 
 
 class _Parser(argparse.ArgumentParser):
@@ -214,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
+    except TrainingInterrupted as exc:  # a stop the user asked for, not an error
+        print(f"shortrun: {exc}", file=sys.stderr)
+        return exc.exit_code
     except ShortrunError as exc:
         print(f"shortrun: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -61,7 +61,7 @@ def test_sigint_before_the_first_checkpoint_saves_the_step_and_resumes_bit_ident
     assert code == 130, err
     step = load_checkpoint(run / "checkpoints" / "last.pt", "ebm")["step"]
     assert step >= 3
-    assert (f"interrupted (SIGINT) at step {step}; checkpoint saved: resume with shortrun "
+    assert (f"interrupted at step {step}; checkpoint saved: resume with shortrun "
             f"train --resume {run}") in err
     assert "Traceback" not in err and err.strip().count("\n") == 0
     final = step + 3
@@ -79,7 +79,7 @@ def test_sigterm_saves_too_and_exits_143(tmp_path):
     code, err = _interrupt(run, signal.SIGTERM, after_steps=1)
     assert code == 143, err
     step = load_checkpoint(run / "checkpoints" / "last.pt", "ebm")["step"]
-    assert f"interrupted (SIGTERM) at step {step}; checkpoint saved" in err
+    assert f"interrupted by SIGTERM at step {step}; checkpoint saved" in err
 
 
 def _failing_at(trainer, fail_step, *, poison=False):

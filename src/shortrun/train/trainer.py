@@ -242,8 +242,8 @@ class Trainer:
         """Checkpoint the step just finished (unless it was just saved), then stop."""
         if self.last_good != self.step:
             self.save()
-        name = signal.Signals(signum).name
-        raise TrainingInterrupted(f"interrupted ({name}) at step {self.step}; checkpoint "
+        by = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
+        raise TrainingInterrupted(f"interrupted{by} at step {self.step}; checkpoint "
                                   f"saved: {self._resume_hint()}", exit_code=128 + signum)
 
     def _state_is_finite(self) -> bool:
