@@ -177,3 +177,14 @@ def test_tensorboard_purges_steps_past_the_resume_point(tmp_path, tiny_ebm_overr
     starts = [e for e in EventFileLoader(str(files[-1])).Load()
               if e.HasField("session_log") and e.session_log.status == 1]  # SessionLog.START
     assert [e.step for e in starts] == [9]
+
+
+def test_an_error_right_after_a_checkpoint_keeps_that_exact_checkpoint(
+        tmp_path, tiny_ebm_overrides, capsys):
+    cfg = resolve(None, [*tiny_ebm_overrides, "train.ckpt_every=4"])
+    trainer = Trainer(cfg, tmp_path / "run")
+    _failing_at(trainer, 5)
+    with pytest.raises(RuntimeError, match="boom"):
+        trainer.fit()
+    assert load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")["step"] == 4
+    assert "RuntimeError at step 5; the checkpoint of step 4 is intact" in capsys.readouterr().err

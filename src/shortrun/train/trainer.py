@@ -262,11 +262,14 @@ class Trainer:
         if self.dist.enabled or not self.dist.is_main or isinstance(exc, KeyboardInterrupt):
             where = (f"the last checkpoint (step {self.last_good}) is intact"
                      if self.last_good is not None else "no checkpoint was written")
-            print(f"shortrun: stopped during step {self.step + 1}; nothing saved now, {where}",
-                  file=sys.stderr)
+            if self.dist.is_main:
+                print(f"shortrun: stopped during step {self.step + 1}; nothing saved now, "
+                      f"{where}", file=sys.stderr)
             return
-        if self.last_good == self.step and not in_step:
-            return  # the step was saved just before the error
+        if self.last_good == self.step:  # an exact checkpoint of this step exists: keep it
+            print(f"shortrun: {type(exc).__name__} at step {self.step + 1}; the checkpoint of "
+                  f"step {self.step} is intact: {self._resume_hint()}", file=sys.stderr)
+            return
         if not self._state_is_finite():
             print(f"shortrun: {type(exc).__name__} during step {self.step + 1} with a "
                   "non-finite model state: not saved", file=sys.stderr)
