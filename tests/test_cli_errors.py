@@ -28,18 +28,27 @@ def _sets(overrides):
     return [a for o in overrides for a in ("--set", o)]
 
 
-def _mnist_dir(tmp_path: Path, **arrays) -> Path:
+@pytest.fixture
+def mnist_dir(tmp_path, monkeypatch):
+    """A data folder for one test; ``--data-dir`` sets $SHORTRUN_DATA in this process, so the
+    variable is restored afterwards."""
     folder = tmp_path / "data"
     folder.mkdir()
+    monkeypatch.setenv("SHORTRUN_DATA", str(folder))
+    return folder
+
+
+def _write_mnist(folder: Path, **arrays) -> Path:
     np.savez(folder / "mnist.npz", **arrays)
     return folder
 
 
-def test_truncated_mnist_npz(tmp_path, capsys):
+def test_truncated_mnist_npz(tmp_path, capsys, mnist_dir):
     rng = np.random.default_rng(0)
-    folder = _mnist_dir(tmp_path, x_train=rng.integers(0, 255, (64, 28, 28), dtype=np.uint8),
-                        y_train=np.zeros(64, np.uint8),
-                        x_test=np.zeros((32, 28, 28), np.uint8), y_test=np.zeros(32, np.uint8))
+    folder = _write_mnist(mnist_dir,
+                          x_train=rng.integers(0, 255, (64, 28, 28), dtype=np.uint8),
+                          y_train=np.zeros(64, np.uint8), x_test=np.zeros((32, 28, 28), np.uint8),
+                          y_test=np.zeros(32, np.uint8))
     path = folder / "mnist.npz"
     path.write_bytes(path.read_bytes()[:5000])
     code, _, err = run(capsys, "train", "lebm_mnist", "--out", str(tmp_path / "run"),
@@ -49,9 +58,9 @@ def test_truncated_mnist_npz(tmp_path, capsys):
     assert "get a fresh copy" in err
 
 
-def test_npz_without_x_test(tmp_path, capsys):
-    folder = _mnist_dir(tmp_path, x_train=np.zeros((64, 28, 28), np.uint8),
-                        y_train=np.zeros(64, np.uint8), y_test=np.zeros(32, np.uint8))
+def test_npz_without_x_test(tmp_path, capsys, mnist_dir):
+    folder = _write_mnist(mnist_dir, x_train=np.zeros((64, 28, 28), np.uint8),
+                          y_train=np.zeros(64, np.uint8), y_test=np.zeros(32, np.uint8))
     code, _, err = run(capsys, "train", "lebm_mnist", "--out", str(tmp_path / "run"),
                        "--data-dir", str(folder), *_sets(MNIST_TINY))
     assert code == 1 and one_line(err), err
