@@ -26,7 +26,7 @@ demo: setup
 
 test: setup
 	$(PY) -m ruff check src tests bench
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -rs
 
 # Every listed single-line mutant (tests/mutants/mutants.py) must fail its tests; 2 jobs.
 mutants: setup

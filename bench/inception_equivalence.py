@@ -4,6 +4,8 @@ The real ``pt_inception-2015-12-05`` file cannot be fetched here, so both networ
 random state dict of that file's layout. pytorch-fid's loader is pointed at it instead of the
 download. Equal outputs show that shortrun's blocks, pooling quirks, resize and input scaling
 match the reference forward pass. Only the numbers inside the real file remain unchecked.
+The same check runs in the test suite without pytorch-fid or torchvision, against an
+independent re-implementation of its forward (tests/metrics/test_inception_reference.py).
 
 Needs a throwaway env with pytorch-fid and torchvision (never a project dependency):
 

@@ -1,4 +1,9 @@
-"""Shared fixtures. Tests that need the real datasets read $SHORTRUN_DATA (CI sets it)."""
+"""Shared fixtures. Tests that need the real datasets read $SHORTRUN_DATA (CI sets it).
+
+Unset, those tests skip (the skip report, ``pytest -rs``, lists them). Set to a folder that is
+missing or lacks a file in tests/shared_data_files.txt, the session stops before collecting:
+a typo in CI must fail, not turn the data tests into silent skips.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +30,36 @@ TINY_EBM = [
 ]
 
 
+DATA_FILES = Path(__file__).with_name("shared_data_files.txt")
+
+
+def required_data_files() -> list[str]:
+    lines = (line.strip() for line in DATA_FILES.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def data_problem(path: str) -> str | None:
+    """Why ``$SHORTRUN_DATA=path`` cannot serve the data tests, or None."""
+    root = Path(path)
+    if not root.is_dir():
+        return f"SHORTRUN_DATA={path} is not a folder"
+    missing = [n for n in required_data_files()
+               if not (root / n).is_file() or (root / n).stat().st_size == 0]
+    if missing:
+        return f"SHORTRUN_DATA={path} is incomplete: missing or empty {', '.join(missing)}"
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = os.environ.get("SHORTRUN_DATA")
+    if path:
+        problem = data_problem(path)
+        if problem is not None:
+            raise pytest.UsageError(f"{problem}; copy the shared datasets there (list: "
+                                    f"{DATA_FILES.name}) or unset SHORTRUN_DATA to skip the "
+                                    "tests that need them")
+
+
 @pytest.fixture
 def mkldnn_enabled():
     """Set ``torch.backends.mkldnn.enabled`` for one test and restore it afterwards."""
@@ -42,7 +77,7 @@ def _quiet_threads():
 @pytest.fixture
 def data_dir() -> Path:
     path = os.environ.get("SHORTRUN_DATA")
-    if not path or not Path(path).is_dir():
+    if not path:  # set-but-missing already stopped the session in pytest_configure
         pytest.skip("SHORTRUN_DATA is not set to the shared data folder")
     return Path(path)
 

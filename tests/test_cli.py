@@ -101,3 +101,45 @@ def test_corrupt_checkpoint_is_one_line(trained, capsys):
     ckpt.write_bytes(ckpt.read_bytes()[:100])
     code, _, err = run(capsys, "sample", str(trained))
     assert code == 1 and "truncated or not a checkpoint" in err and "Traceback" not in err
+
+
+def test_sample_out_never_overwrites_without_force(trained, capsys, tmp_path):
+    out = tmp_path / "mine.npz"
+    out.write_bytes(b"precious")
+    code, _, err = run(capsys, "sample", str(trained), "--n", "5", "--out", str(out))
+    assert code == 2 and err.count("\n") == 1
+    assert f"--out {out}: that file already exists; pass --force" in err
+    assert out.read_bytes() == b"precious"
+    code, _, err = run(capsys, "sample", str(trained), "--n", "5", "--out", str(out), "--force")
+    assert code == 0, err
+    assert np.load(out)["x"].shape == (5, 2)
+
+
+def test_sample_out_naming_a_folder_is_one_line(trained, capsys, tmp_path):
+    code, _, err = run(capsys, "sample", str(trained), "--out", str(tmp_path))
+    assert code == 2 and "is a folder; give a file name in it" in err
+
+
+def test_report_out_never_overwrites_a_folder_with_files_without_force(trained, capsys,
+                                                                       tmp_path):
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "index.html").write_text("mine")
+    code, _, err = run(capsys, "report", str(trained), "--out", str(out))
+    assert code == 2 and err.count("\n") == 1
+    assert f"--out {out}: that folder already exists; pass --force" in err
+    assert (out / "index.html").read_text() == "mine"
+    code, _, err = run(capsys, "report", str(trained), "--out", str(out), "--force")
+    assert code == 0, err
+    assert (out / "index.html").read_text() != "mine"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run(capsys, "report", str(trained), "--out", str(empty))[0] == 0
+
+
+def test_report_out_naming_a_file_is_one_line(trained, capsys, tmp_path):
+    path = tmp_path / "page.html"
+    path.write_text("mine")
+    code, _, err = run(capsys, "report", str(trained), "--out", str(path), "--force")
+    assert code == 2 and "is a file; report --out names a folder" in err
+    assert path.read_text() == "mine"

@@ -56,3 +56,33 @@ def test_bf16_autocast_multiplies_in_bfloat16_and_returns_float32():
     err = (out.double() - ref).abs().max().item()
     # bf16 factors (8-bit mantissa): error of order 2⁻⁸ · √300 per product, far above float32's
     assert 1e-4 < err < 2 ** -8 * 300 ** 0.5 * 4
+
+
+def test_probe_treats_any_failure_as_unusable(monkeypatch):
+    """A private op can fail in any way (a changed signature raises TypeError): never crash."""
+    from shortrun import onednn
+
+    def broken(*args, **kwargs):
+        raise TypeError("_linear_pointwise() got an unexpected keyword argument")
+
+    monkeypatch.setattr(onednn, "_WORKS", {})
+    monkeypatch.setattr(onednn, "_probe", broken)
+    assert not onednn.onednn_linear_works(torch.float32)
+    assert not onednn.onednn_linear_works(torch.bfloat16)
+    assert not onednn_usable(torch.zeros(4, 3))
+
+
+def test_probe_covers_the_bf16_branch_separately(monkeypatch):
+    """Under bf16 autocast the guard asks about bfloat16 factors, not float32 ones."""
+    from shortrun import onednn
+
+    monkeypatch.setattr(onednn, "_WORKS", {torch.float32: True, torch.bfloat16: False})
+    x = torch.zeros(4, 3)
+    assert onednn_usable(x) == torch.backends.mkldnn.is_available()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not onednn_usable(x)
+
+
+@needs_onednn
+def test_bf16_probe_runs_here():
+    assert isinstance(onednn_linear_works(torch.bfloat16), bool)

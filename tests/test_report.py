@@ -96,3 +96,26 @@ def test_long_runs_show_evenly_spaced_grids_with_the_last():
     picked = _pick_grids(paths)
     assert len(picked) == MAX_GRIDS and picked[0] == paths[0] and picked[-1] == paths[-1]
     assert _pick_grids(paths[:3]) == paths[:3]
+
+
+def test_names_from_the_run_are_escaped(tmp_path):
+    """A recipe, description or metric name holding markup shows as text, never runs."""
+    from shortrun.report import write_report
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("recipe: <script>alert('recipe')</script>\n"
+                                     "description: a & b <b>bold</b>\n")
+    (run / "eval.json").write_text(json.dumps({"<script>alert(1)</script>": 0.5,
+                                               "fd": "<img src=x onerror=alert(2)>"}))
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "<script>m</script>": 1.0}) + "\n"
+                                       + json.dumps({"step": 2, "<script>m</script>": 2.0})
+                                       + "\n")
+    page = write_report(run).read_text()
+    assert "<script" not in page and "<img src=x" not in page and "<b>bold" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;script&gt;alert(&#x27;recipe&#x27;)&lt;/script&gt;" in page
+    assert "a &amp; b &lt;b&gt;bold&lt;/b&gt;" in page
+    assert "&lt;img src=x onerror=alert(2)&gt;" in page
+    parsed = _parse(run / "report" / "index.html")
+    assert "<script>alert(1)</script>" in " ".join(parsed.text)  # shown as text

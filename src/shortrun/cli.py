@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from shortrun.errors import ConfigError, ShortrunError
+from shortrun.errors import ConfigError, ShortrunError, TrainingInterrupted
 
 
 class _Parser(argparse.ArgumentParser):
@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", type=Path, help="FILE.npz (key x, data scale; token ids for text), "
                    "FILE.png (images, 2-D points) or FILE.txt (text: one sentence a line)")
     s.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    s.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     _data_dir(s)
 
     e = sub.add_parser("eval", help="evaluate a trained run; writes RUN_DIR/eval.json")
@@ -86,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="write an HTML report of a run (RUN_DIR/report/)")
     r.add_argument("run_dir", type=Path)
     r.add_argument("--out", type=Path, help="folder for index.html and its PNGs")
+    r.add_argument("--force", action="store_true",
+                   help="write into an --out folder that already has files")
     return p
 
 
@@ -145,6 +148,21 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_overwrite(out: Path | None, force: bool) -> None:
+    """An explicit ``--out`` never replaces what is already there unless ``--force``.
+
+    (The defaults inside the run directory, ``samples.npz`` and ``report/``, are the run's own
+    derived files and are rewritten.) An empty folder holds nothing to lose.
+    """
+    if out is None or force or not out.exists():
+        return
+    if out.is_dir() and not any(out.iterdir()):
+        return
+    kind = "folder" if out.is_dir() else "file"
+    raise ConfigError(f"--out {out}: that {kind} already exists; pass --force to overwrite it "
+                      "or choose another --out")
+
+
 def cmd_sample(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
@@ -156,6 +174,10 @@ def cmd_sample(args: argparse.Namespace) -> int:
     _apply_data_dir(args)
     if args.n is not None and args.n <= 0:
         raise ConfigError(f"--n must be a positive integer; got {args.n}")
+    if args.out is not None and args.out.is_dir():
+        raise ConfigError(f"--out {args.out} is a folder; give a file name in it, e.g. "
+                          f"--out {args.out / 'samples.npz'}")
+    _refuse_overwrite(args.out, args.force)
     run = load_run(args.run_dir, args.overrides)
     n = args.n or run.cfg.sample.n
     out = args.out or (args.run_dir / "samples.npz")
@@ -206,6 +228,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from shortrun.report import write_report
 
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise ConfigError(f"--out {args.out} is a file; report --out names a folder (it gets "
+                          "index.html and its PNGs)")
+    _refuse_overwrite(args.out, args.force)
     print(f"wrote {write_report(args.run_dir, args.out)}")
     return 0
 
@@ -218,12 +244,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
+    except TrainingInterrupted as exc:  # a stop the user asked for, not an error
+        print(f"shortrun: {exc}", file=sys.stderr)
+        return exc.exit_code
     except ShortrunError as exc:
         print(f"shortrun: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("shortrun: interrupted; the last checkpoint is intact", file=sys.stderr)
+    except KeyboardInterrupt:  # outside the training loop, or a second Ctrl-C inside it
+        print("shortrun: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # a path the user gave cannot be read or written
+        what = f"{exc.strerror or type(exc).__name__}: {exc.filename}" if exc.filename \
+            else str(exc) or type(exc).__name__
+        print(f"shortrun: error: {what}; check the path and its permissions", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

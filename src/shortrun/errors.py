@@ -38,3 +38,17 @@ class InputError(ShortrunError, ValueError):
     Also a ``ValueError``, so Python callers can catch it as one."""
 
     exit_code = 2
+
+
+class TrainingInterrupted(ShortrunError, KeyboardInterrupt):
+    """SIGINT/SIGTERM stopped training after a checkpoint of the current step was written.
+
+    A ``KeyboardInterrupt`` too, so ``except KeyboardInterrupt`` around ``Trainer.fit`` still
+    catches Ctrl-C; exit code 130 (SIGINT) or 143 (SIGTERM), as a shell reports a signal.
+    """
+
+    exit_code = 130
+
+    def __init__(self, message: str, exit_code: int = 130) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

@@ -21,25 +21,35 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-_WORKS: bool | None = None  # probed once on first use
+_WORKS: dict[torch.dtype, bool] = {}  # probed once per factor dtype, on first use
 
 
-def onednn_linear_works() -> bool:
-    """Whether ``mkldnn._linear_pointwise`` exists here and agrees with ``F.linear``."""
-    global _WORKS
-    if _WORKS is None:
+def _probe(dtype: torch.dtype) -> bool:
+    g = torch.Generator().manual_seed(0)
+    x, w, b = (torch.randn(*s, generator=g) for s in ((5, 3), (4, 3), (4,)))
+    xd, wd = x.to(dtype), w.to(dtype)
+    bias = b if dtype == torch.float32 else None  # the bf16 route adds the bias in float32
+    out = torch.ops.mkldnn._linear_pointwise(xd, wd, bias, "none", [], "")
+    # a transposed (non-contiguous) weight is how the RBM calls it
+    out_t = torch.ops.mkldnn._linear_pointwise(xd, wd.t().contiguous().t(), None,
+                                               "none", [], "")
+    ref = F.linear(xd.double(), wd.double(), b.double() if bias is not None else None)
+    ref_t = xd.double() @ wd.double().t()
+    tol = 1e-5 if dtype == torch.float32 else 2e-2  # bf16 rounds its output to 8 bits
+    return bool(torch.allclose(out.double(), ref, atol=tol, rtol=tol)
+                and torch.allclose(out_t.double(), ref_t, atol=tol, rtol=tol))
+
+
+def onednn_linear_works(dtype: torch.dtype = torch.float32) -> bool:
+    """Whether ``mkldnn._linear_pointwise`` exists here and agrees with ``F.linear`` for
+    factors of ``dtype`` (float32, or bfloat16 for the autocast branch)."""
+    if dtype not in _WORKS:
         try:
-            g = torch.Generator().manual_seed(0)
-            x, w, b = (torch.randn(*s, generator=g) for s in ((5, 3), (4, 3), (4,)))
-            out = torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
-            # a transposed (non-contiguous) weight is how the RBM calls it
-            out_t = torch.ops.mkldnn._linear_pointwise(x, w.t().contiguous().t(), None,
-                                                       "none", [], "")
-            _WORKS = bool(torch.allclose(out, F.linear(x, w, b), atol=1e-5, rtol=1e-5)
-                          and torch.allclose(out_t, x @ w.t(), atol=1e-5, rtol=1e-5))
-        except (AttributeError, RuntimeError, NotImplementedError):
-            _WORKS = False
-    return _WORKS
+            _WORKS[dtype] = _probe(dtype)
+        except Exception:  # a private op may fail in any way (TypeError for a changed
+            # signature, RuntimeError for a missing kernel, ...): then it is simply not used
+            _WORKS[dtype] = False
+    return _WORKS[dtype]
 
 
 def onednn_usable(*ts: torch.Tensor) -> bool:
@@ -47,7 +57,7 @@ def onednn_usable(*ts: torch.Tensor) -> bool:
     return (all(t.device.type == "cpu" and t.dtype == torch.float32 and not t.requires_grad
                 for t in ts)
             and torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
-            and onednn_linear_works())
+            and onednn_linear_works(torch.bfloat16 if autocast_bf16() else torch.float32))
 
 
 def autocast_bf16() -> bool:

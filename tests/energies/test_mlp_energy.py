@@ -136,3 +136,17 @@ def test_declines_under_bf16_autocast_so_the_cast_policy_applies():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert energy.energy_and_grad(torch.randn(8, 2)) is None
     assert energy.energy_and_grad(torch.randn(8, 2)) is not None
+
+
+def test_without_the_fused_silu_backward_the_public_ops_give_the_same_gradient(monkeypatch):
+    """``aten.silu_backward`` is private: forced off, the fallback must equal autograd (which
+    differentiates the public ``F.silu``) and the fused op."""
+    energy = make(3).double()
+    x = 2 * torch.randn(300, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    e_fused, g_fused = energy.energy_and_grad(x)
+    monkeypatch.setattr(mlp, "_FUSED_SILU_BACKWARD", False)
+    e, g = energy.energy_and_grad(x)
+    e_ref, g_ref = reference(energy, x)
+    torch.testing.assert_close(e, e_ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(g, g_ref, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(g, g_fused, rtol=1e-12, atol=1e-14)

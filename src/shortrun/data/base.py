@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from shortrun.errors import DataError
@@ -100,3 +101,22 @@ def resolve_data_dir(data_dir: str | None, needed: str) -> Path:
         raise DataError(f"data folder {str(path)!r} (from --data-dir or {DATA_ENV}) does not "
                         "exist; point it at a folder laid out like shared/data")
     return path
+
+
+def read_npz(path: Path, keys: tuple[str, ...], get: str = "") -> dict[str, np.ndarray]:
+    """The named arrays of a ``.npz`` file; a truncated, foreign or incomplete file is one
+    :class:`DataError` naming the file, what is wrong and (``get``) where a good copy is."""
+    where = f"; get a fresh copy{' from ' + get if get else ''}"
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            missing = [k for k in keys if k not in f.files]
+            if missing:
+                raise DataError(f"{path} has no array {missing[0]!r} (it holds "
+                                f"{', '.join(f.files) or 'nothing'}; expected "
+                                f"{', '.join(keys)}){where}")
+            return {k: f[k] for k in keys}
+    except DataError:
+        raise
+    except Exception as exc:  # zipfile.BadZipFile, EOFError, ValueError, OSError, ...
+        raise DataError(f"{path} is truncated or not an .npz file ({type(exc).__name__}: "
+                        f"{str(exc)[:80]}){where}") from None

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from shortrun.data.base import DataOptions, LoadedData, resolve_data_dir
+from shortrun.data.base import DataOptions, LoadedData, read_npz, resolve_data_dir
 from shortrun.data.svhn import RGB_INFO, to_model_space
 from shortrun.errors import DataError
 from shortrun.fields import fld
@@ -79,8 +79,9 @@ def load_cifar10(options: Cifar10Options) -> LoadedData:
         y_tr = np.concatenate([p[1] for p in parts])
         x_te, y_te = read_batch(folder / "test_batch")
     elif (root / "cifar10_samples.npz").is_file():
-        with np.load(root / "cifar10_samples.npz", allow_pickle=False) as f:
-            x_tr, y_tr, x_te, y_te = (f[k] for k in ("x_train", "y_train", "x_test", "y_test"))
+        keys = ("x_train", "y_train", "x_test", "y_test")
+        arrays = read_npz(root / "cifar10_samples.npz", keys, WHERE)
+        x_tr, y_tr, x_te, y_te = (arrays[k] for k in keys)
     else:
         raise DataError(f"cifar10: no {folder} (or cifar10_samples.npz) in {root}; unpack "
                         f"{WHERE} there")

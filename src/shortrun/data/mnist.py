@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from shortrun.data.base import DataInfo, DataOptions, LoadedData, resolve_data_dir
+from shortrun.data.base import DataInfo, DataOptions, LoadedData, read_npz, resolve_data_dir
 from shortrun.data.idx import read_idx
 from shortrun.errors import DataError
 from shortrun.fields import fld
@@ -54,14 +54,12 @@ class MnistOptions(DataOptions):
 
 def _read_arrays(root: Path, name: str) -> dict[str, np.ndarray]:
     if name == "mnist" and (root / "mnist.npz").is_file():
-        with np.load(root / "mnist.npz", allow_pickle=False) as f:
-            return {k: f[k] for k in IDX_NAMES}
+        return read_npz(root / "mnist.npz", tuple(IDX_NAMES), WHERE[name])
     halves = [root / f"fashion_mnist_train_{i}.npz" for i in (0, 1)]
     test = root / "fashion_mnist_test.npz"
     if name == "fashion" and all(p.is_file() for p in [*halves, test]):
-        parts = [np.load(p, allow_pickle=False) for p in halves]
-        with np.load(test, allow_pickle=False) as t:
-            out = {"x_test": t["x_test"], "y_test": t["y_test"]}
+        parts = [read_npz(p, ("x_train", "y_train"), WHERE[name]) for p in halves]
+        out = read_npz(test, ("x_test", "y_test"), WHERE[name])
         out["x_train"] = np.concatenate([p["x_train"] for p in parts])
         out["y_train"] = np.concatenate([p["y_train"] for p in parts])
         return out

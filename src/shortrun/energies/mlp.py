@@ -35,6 +35,20 @@ def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
     return F.linear(x, w, b)
 
 
+# ``aten.silu_backward`` is ATen's fused SiLU derivative (one pass, what autograd itself runs). It
+# is not public API, so a torch without it gets the same derivative from public element-wise ops:
+# silu'(z) = σ(z) (1 + z (1 − σ(z))).
+_FUSED_SILU_BACKWARD: bool = hasattr(torch.ops.aten, "silu_backward")
+
+
+def _silu_backward(g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """``g ⊙ silu′(z)``."""
+    if _FUSED_SILU_BACKWARD:
+        return torch.ops.aten.silu_backward(g, z)
+    s = torch.sigmoid(z)
+    return g * s * (1 + z * (1 - s))
+
+
 ACTIVATIONS = {"silu": nn.SiLU, "gelu": nn.GELU, "relu": nn.ReLU, "elu": nn.ELU,
                "lrelu": lambda: nn.LeakyReLU(0.2), "tanh": nn.Tanh, "softplus": nn.Softplus}
 
@@ -117,5 +131,5 @@ class MLPEnergy(nn.Module):
         energy = torch.addmv(b_out, h, w_out) if b_out is not None else h @ w_out
         g = w_out.expand(h.shape[0], -1)
         for w_t, z in zip(reversed(weights_t), reversed(pre), strict=True):
-            g = _linear(torch.ops.aten.silu_backward(g, z), w_t, None, onednn)
+            g = _linear(_silu_backward(g, z), w_t, None, onednn)
         return energy, g

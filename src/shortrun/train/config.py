@@ -44,6 +44,8 @@ class TrainConfig:
     device: str = fld("cpu")
     threads: int | None = fld(None, gt=0, doc="torch intra-op threads; default: torch's")
     progress: bool = True
+    progress_every_s: float = fld(30.0, ge=0, doc="without a terminal (nohup, CI, a batch "
+                                  "scheduler): seconds between progress lines on stderr")
     precision: str = fld("fp32", choices=("fp32", "bf16"),
                          doc="bf16: training steps run under torch.autocast(bfloat16)")
     compile: bool = fld(False, doc="torch.compile the model's networks (chains included)")

@@ -13,13 +13,16 @@ from shortrun.extras import require
 
 
 class MetricsLogger:
-    def __init__(self, run_dir: Path, enabled: bool = True) -> None:
+    def __init__(self, run_dir: Path, enabled: bool = True,
+                 purge_step: int | None = None) -> None:
+        """``purge_step``: on resume, TensorBoard drops events at steps ≥ it (logged after the
+        checkpoint by the interrupted attempt), so no step shows twice."""
         self.path = run_dir / "metrics.jsonl"
         self.enabled = enabled
         self.start = time.time()
         self.tb = None
         if enabled:
-            self.tb = _summary_writer(run_dir / "tb")
+            self.tb = _summary_writer(run_dir / "tb", purge_step)
 
     def truncate_after(self, step: int) -> None:
         """On resume, drop lines logged after the checkpoint we resume from."""
@@ -53,7 +56,7 @@ class MetricsLogger:
             self.tb.close()
 
 
-def _summary_writer(folder: Path):
+def _summary_writer(folder: Path, purge_step: int | None = None):
     """A TensorBoard writer, or None with one warning when the ``tensorboard`` extra is absent:
     training goes on and metrics.jsonl holds every logged value either way."""
     try:
@@ -65,7 +68,7 @@ def _summary_writer(folder: Path):
         warnings.warn(f"{exc}; training goes on without them (metrics.jsonl has every value)",
                       stacklevel=3)
         return None
-    return SummaryWriter(str(folder))
+    return SummaryWriter(str(folder), purge_step=purge_step)
 
 
 class RunningMean:

@@ -8,6 +8,8 @@ sample grids, atomic checkpoints, the divergence guard and RNG state; the model'
 from __future__ import annotations
 
 import math
+import signal
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,17 +19,20 @@ from tqdm import tqdm
 
 from shortrun.data.base import LoadedData
 from shortrun.data.registry import load_data
-from shortrun.errors import DivergenceError, MissingExtraError
+from shortrun.errors import DivergenceError, MissingExtraError, TrainingInterrupted
 from shortrun.models.base import Model
 from shortrun.models.registry import build_model
 from shortrun.train import checkpoint as ckpt
 from shortrun.train import distributed as dist
 from shortrun.train.batcher import EpochBatcher
 from shortrun.train.config import Config, save_config
+from shortrun.train.device import resolve_device
 from shortrun.train.logger import MetricsLogger, RunningMean
 from shortrun.train.own_data import adopt_own_data, write_own_data
+from shortrun.train.progress import ProgressLines, metric_rows
 from shortrun.train.provenance import record_provenance
-from shortrun.train.rundir import CONFIG, LAST, prepare_new
+from shortrun.train.rundir import CONFIG, LAST, has_checkpoint, prepare_new
+from shortrun.train.stopping import StopSignals
 
 
 @dataclass
@@ -69,7 +74,7 @@ class Trainer:
             cfg = adopt_own_data(cfg, data, self.run_dir)
         self.cfg = cfg
         configure_torch(cfg)
-        self.device = torch.device(cfg.train.device)
+        self.device = resolve_device(cfg.train.device)
         self.dist = dist.init_from_env(cfg.train.device)
         self.data = data if data is not None else load_data(cfg.data)
         self.batcher = EpochBatcher(len(self.data.train), cfg.train.batch_size, cfg.train.seed,
@@ -92,11 +97,18 @@ class Trainer:
                            for k, o in self.optimizers.items()}
         self.step = 0
         self.last_good: int | None = None
+        start_over = resume and not has_checkpoint(self.run_dir) \
+            and (self.run_dir / CONFIG).is_file()
+        if start_over:  # stopped before its first checkpoint: nothing to resume, start again
+            resume = False
+            if self.dist.is_main:
+                print(f"{self.run_dir} has no checkpoint yet: starting it over from step 0 "
+                      "with its saved config", file=sys.stderr)
         if resume:
             self._restore()
         else:
             if self.dist.is_main:
-                prepare_new(self.run_dir)
+                prepare_new(self.run_dir, start_over=start_over)
                 write_own_data(cfg, self.data, self.run_dir)
                 save_config(cfg, self.run_dir / CONFIG)
             self.model.on_train_start(self.data)
@@ -106,7 +118,8 @@ class Trainer:
                 dist.broadcast_parameters(self.model)
         if self.dist.is_main:
             record_provenance(self.run_dir, self.step, cfg.train.device, resumed=resume)
-        self.logger = MetricsLogger(self.run_dir, enabled=self.dist.is_main)
+        self.logger = MetricsLogger(self.run_dir, enabled=self.dist.is_main,
+                                    purge_step=self.step + 1 if resume else None)
         if resume:
             self.logger.truncate_after(self.step)
 
@@ -174,12 +187,20 @@ class Trainer:
         t = self.cfg.train
         spe = self.batcher.steps_per_epoch
         window, last_logged = RunningMean(), {}
+        if self.step >= self.total_steps:
+            return self._already_finished()
         show = t.progress and self.dist.is_main
         bar = tqdm(total=self.total_steps, initial=self.step, disable=not show or None,
                    desc=self.cfg.recipe or self.cfg.model.name, dynamic_ncols=True)
+        # tqdm draws only on a terminal; elsewhere (nohup, CI, a scheduler) a line now and then
+        progress = ProgressLines(self.step, t.progress_every_s) if show and bar.disable else None
         self.model.train()
+        in_step = False
+        stop = StopSignals(enabled=not self.dist.enabled)
         try:
+            stop.install()
             while self.step < self.total_steps:
+                in_step = True
                 idx = self.batcher.indices(self.step)
                 batch = self.data.train[idx].to(self.device, non_blocking=True)
                 if self.model.supervised:  # e.g. the feature classifier: (images, labels)
@@ -191,6 +212,7 @@ class Trainer:
                              self.last_good)
                 window.add(metrics)
                 self.step += 1
+                in_step = False
                 bar.update(1)
                 if self.step % spe == 0:
                     for s in self.schedulers.values():
@@ -205,14 +227,87 @@ class Trainer:
                     self.draw()
                 if self.step % t.ckpt_every == 0 or done:
                     self.save()
+                if progress is not None:
+                    progress.maybe_print(self.step, self.total_steps, last_logged)
+                if stop.signum is not None and not done:
+                    self._stop_on_signal(stop.signum)
             if self.dist.enabled:
                 synced = dist.parameters_identical(self.model, self.dist)
                 self.logger.log(self.step, {"params_identical_across_ranks": float(synced)},
                                 world_size=self.dist.world)
+        except (DivergenceError, TrainingInterrupted):
+            raise  # a diverged state is never saved over a good one; a stop already saved
+        except BaseException as exc:
+            self._save_after_error(exc, in_step)
+            raise
         finally:
+            stop.restore()
             bar.close()
             self.logger.close()
         return TrainResult(self.run_dir, self.step, last_logged)
+
+    # ------------------------------------------------------------------ stopping early
+    def _resume_hint(self) -> str:
+        return f"resume with shortrun train --resume {self.run_dir}"
+
+    def _stop_on_signal(self, signum: int) -> None:
+        """Checkpoint the step just finished (unless it was just saved), then stop."""
+        if self.last_good != self.step:
+            self.save()
+        by = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
+        raise TrainingInterrupted(f"interrupted{by} at step {self.step}; checkpoint "
+                                  f"saved: {self._resume_hint()}", exit_code=128 + signum)
+
+    def _state_is_finite(self) -> bool:
+        tensors = [*self.model.parameters(), *self.model.buffers()]
+        return all(bool(torch.isfinite(x).all()) for x in tensors if x.is_floating_point())
+
+    def _save_after_error(self, exc: BaseException, in_step: bool) -> None:
+        """Lightning-style on-exception checkpoint, never of a non-finite state.
+
+        Raised between steps, the state is exactly that of ``self.step`` steps; raised inside
+        a step, the model may be part-way through it (chains advanced, some optimizers
+        stepped), so the checkpoint is labelled with the last whole step and the message says
+        the resumed run will not be bit-identical. A second Ctrl-C, or several ranks (which
+        would block in the save's gather), save nothing.
+        """
+        if self.dist.enabled or not self.dist.is_main or isinstance(exc, KeyboardInterrupt):
+            where = (f"the last checkpoint (step {self.last_good}) is intact"
+                     if self.last_good is not None else "no checkpoint was written")
+            if self.dist.is_main:
+                print(f"shortrun: stopped during step {self.step + 1}; nothing saved now, "
+                      f"{where}", file=sys.stderr)
+            return
+        if self.last_good == self.step:  # an exact checkpoint of this step exists: keep it
+            print(f"shortrun: {type(exc).__name__} at step {self.step + 1}; the checkpoint of "
+                  f"step {self.step} is intact: {self._resume_hint()}", file=sys.stderr)
+            return
+        if not self._state_is_finite():
+            print(f"shortrun: {type(exc).__name__} during step {self.step + 1} with a "
+                  "non-finite model state: not saved", file=sys.stderr)
+            return
+        try:
+            self.save()
+        except Exception as save_exc:  # e.g. the disk is full: report both, keep the first
+            print(f"shortrun: could not save a checkpoint after {type(exc).__name__} "
+                  f"({type(save_exc).__name__}: {save_exc})", file=sys.stderr)
+            return
+        caveat = (" (taken inside the failed step: the resumed run continues from it but is "
+                  "not bit-identical to an uninterrupted one)" if in_step else "")
+        print(f"shortrun: {type(exc).__name__} at step {self.step + 1}; checkpoint of step "
+              f"{self.step} saved{caveat}: {self._resume_hint()}", file=sys.stderr)
+
+    def _already_finished(self) -> TrainResult:
+        rows = [r for r in metric_rows(self.run_dir) if r.get("step") == self.step]
+        shown = {k: v for k, v in (rows[-1] if rows else {}).items()
+                 if k not in ("step", "epoch", "time") and not k.startswith("lr_")
+                 and isinstance(v, (int, float))}
+        if self.dist.is_main:
+            print(f"{self.run_dir} already finished at step {self.step} (train.steps gives "
+                  f"{self.total_steps}); raise train.steps to continue, e.g. --set "
+                  f"train.steps={2 * self.step}", file=sys.stderr)
+        self.logger.close()
+        return TrainResult(self.run_dir, self.step, shown)
 
     def close(self) -> None:
         dist.shutdown(self.dist)
