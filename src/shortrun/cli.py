@@ -153,10 +153,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _apply_data_dir(args)
     run = load_run(args.run_dir, args.overrides)
     requested = [m.strip() for m in (args.metrics or "").split(",") if m.strip()]
-    metrics = run.model.check_metrics(requested or run.cfg.eval.metrics)
+    metrics = run.model.check_metrics(requested or run.cfg.eval.metrics, run.cfg)
     data = load_data(run.cfg.data)
     torch.manual_seed(run.cfg.eval.seed)
-    results = run.model.evaluate(metrics, data, args.run_dir)
+    results = run.model.evaluate(metrics, data, args.run_dir, run.cfg)
     path = args.run_dir / "eval.json"
     previous = json.loads(path.read_text()) if path.is_file() else {}
     previous.update(results)

@@ -111,7 +111,8 @@ def _language_model(lm_run: str | None, info, metric: str):
     return lm
 
 
-def generated_perplexities(model, wanted: list[str], data, run_dir: Path) -> dict[str, float]:
+def generated_perplexities(model, wanted: list[str], data, run_dir: Path,
+                           cfg) -> dict[str, float]:
     """``fppl`` and/or ``rppl`` of ``eval.n_samples`` sentences sampled from ``model``.
 
     FPPL: the real-data LM at ``model.lm_run`` scores the samples. RPPL: an LM with that run's
@@ -124,7 +125,6 @@ def generated_perplexities(model, wanted: list[str], data, run_dir: Path) -> dic
     from shortrun.train.rundir import read_config
     from shortrun.train.trainer import Trainer
 
-    cfg = model.cfg
     lm = _language_model(cfg.model.lm_run, model.info, wanted[0])
     gen = torch.Generator().manual_seed(cfg.eval.seed)
     chunks = []

@@ -49,12 +49,16 @@ class Classifier(Model):
     metrics = ("accuracy", "fd_floor", "kid_floor")
     default_metrics = ("accuracy",)
 
-    def __init__(self, cfg, info: DataInfo) -> None:
-        super().__init__(cfg, info)
-        m: ClassifierOptions = cfg.model
+    def __init__(self, options: ClassifierOptions | None = None,
+                 info: DataInfo | None = None) -> None:
+        super().__init__(options, info)
+        self._finish_init()
+
+    def setup(self, info: DataInfo) -> None:
+        m: ClassifierOptions = self.options
         if info.kind not in ("image", "binary") or len(info.shape) != 3:
-            raise ConfigError(f"model classifier needs image data (C, H, W); data.name "
-                              f"{cfg.data.name!r} has shape {info.shape}")
+            raise ConfigError(f"model classifier needs image data (C, H, W); this data has "
+                              f"shape {info.shape}")
         c, h, w = info.shape
         self.body = nn.Sequential(_block(c, m.width), _block(m.width, 2 * m.width), nn.Flatten(),
                                   nn.Linear(2 * m.width * (h // 4) * (w // 4), m.feature_dim),
@@ -64,8 +68,7 @@ class Classifier(Model):
 
     def on_train_start(self, data: LoadedData) -> None:
         if data.train_labels is None:
-            raise ConfigError(f"model classifier needs labels; dataset {self.cfg.data.name!r} "
-                              "has none")
+            raise ConfigError("model classifier needs labels; this dataset has none")
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """Penultimate-layer activations ``(B, feature_dim)``: the FD/KID feature map."""
@@ -90,11 +93,11 @@ class Classifier(Model):
         """Nothing to draw: a classifier has no samples."""
 
     @torch.no_grad()
-    def evaluate(self, metrics, data, run_dir):
+    def evaluate(self, metrics, data, run_dir, cfg):
         if data.test is None or data.test_labels is None:
             raise ConfigError("accuracy needs a labelled test split")
         out: dict[str, float] = {}
-        bs = self.cfg.eval.batch_size
+        bs = cfg.eval.batch_size
         if "accuracy" in metrics:
             correct = sum(int((self(data.test[i : i + bs]).argmax(1)
                                == data.test_labels[i : i + bs]).sum())
@@ -107,12 +110,12 @@ class Classifier(Model):
             # Same shape as a model's fd/kid (model_fd_kid): n "generated" images against the
             # whole test split, with the n images drawn at random from the training split
             # (MNIST's test split is ordered: its first half is the easier writers).
-            n = min(self.cfg.eval.n_samples, len(data.train))
-            g = torch.Generator().manual_seed(self.cfg.eval.seed)
+            n = min(cfg.eval.n_samples, len(data.train))
+            g = torch.Generator().manual_seed(cfg.eval.seed)
             pick = torch.randperm(len(data.train), generator=g)[:n]
             extractor = Extractor("self", self.features, self.feature_dim, self.info)
             floor = fd_kid(extractor, data.train[pick], data.test, None, wanted, bs,
-                           self.cfg.eval.seed)
+                           cfg.eval.seed)
             out.update({f"{k.split('_')[0]}_floor{k[len(k.split('_')[0]):]}": v
                         for k, v in floor.items()})
         return out

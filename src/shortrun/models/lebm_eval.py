@@ -25,10 +25,10 @@ if TYPE_CHECKING:
     from shortrun.models.lebm import LEBM
 
 
-def reconstruction_mse(model: LEBM, data: LoadedData) -> float:
+def reconstruction_mse(model: LEBM, data: LoadedData, cfg) -> float:
     if data.test is None:
         raise ConfigError("--metrics mse: the dataset has no test split to reconstruct")
-    steps, bs = model.cfg.model.eval_post_steps, model.cfg.eval.batch_size
+    steps, bs = model.options.eval_post_steps, cfg.eval.batch_size
     total, count = 0.0, 0
     for i in range(0, data.test.shape[0], bs):
         x = data.test[i: i + bs].to(model.device)
@@ -37,32 +37,33 @@ def reconstruction_mse(model: LEBM, data: LoadedData) -> float:
     return total / count
 
 
-def anomaly_metrics(model: LEBM, data: LoadedData, run_dir: Path | None) -> dict[str, float]:
+def anomaly_metrics(model: LEBM, data: LoadedData, run_dir: Path | None,
+                    cfg) -> dict[str, float]:
     from shortrun.metrics.anomaly import heldout_class_eval
 
-    digit = getattr(model.cfg.data, "anomaly_digit", None)
+    digit = getattr(cfg.data, "anomaly_digit", None)
     if digit is None or data.test is None or data.test_labels is None:
         raise ConfigError("--metrics auprc: needs a model trained with data.anomaly_digit set "
                           "(the held-out class), e.g. the lebm_mnist_anomaly recipe")
-    steps = model.cfg.model.eval_post_steps
+    steps = model.options.eval_post_steps
 
     def score(x):
         return model.anomaly_score(x.to(model.device), steps)
 
     return heldout_class_eval(score, data.test, data.test_labels, digit, run_dir,
-                              model.cfg.eval.batch_size)
+                              cfg.eval.batch_size)
 
 
 def evaluate_lebm(model: LEBM, metrics: list[str], data: LoadedData,
-                  run_dir: Path | None = None) -> dict[str, float]:
+                  run_dir: Path | None, cfg) -> dict[str, float]:
     out: dict[str, float] = {}
     for name in metrics:
         if name == "mse":
-            out["mse"] = reconstruction_mse(model, data)
+            out["mse"] = reconstruction_mse(model, data, cfg)
         elif name == "auprc":
-            out.update(anomaly_metrics(model, data, run_dir))
+            out.update(anomaly_metrics(model, data, run_dir, cfg))
         elif name == "fd":
             from shortrun.metrics.features import model_fd_kid
 
-            out.update(model_fd_kid(model, data, model.cfg, ("fd",)))
+            out.update(model_fd_kid(model, data, cfg, ("fd",)))
     return out

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
+from shortrun.data.base import DataInfo
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
-from shortrun.models.base import Model, ModelOptions
+from shortrun.models.base import Model, ModelOptions, OptimOptions, merge_options
 from shortrun.samplers.gibbs import (
     GibbsState,
     RBMParams,
@@ -52,7 +54,8 @@ class RBMOptions(ModelOptions):
     init_std: float = fld(0.01, gt=0.0, doc="std of the initial weights")
     visible_bias_init: str = fld("data", choices=("data", "zero"),
                                  doc="data: logit of the pixel means (Hinton's guide §8)")
-    fast_lr: float | None = fld(None, gt=0.0, doc="fast-weight learning rate; default train.lr")
+    fast_lr: float | None = fld(None, gt=0.0,
+                                doc="fast-weight learning rate (undecayed); default train.lr")
     fast_decay: float = fld(0.95, ge=0.0, lt=1.0, doc="fast weights' decay per update")
     sample_steps: int = fld(1000, gt=0, doc="Gibbs sweeps of `shortrun sample`")
     exact_max_bits: int = fld(24, ge=1, le=30,
@@ -78,9 +81,19 @@ class RBMBase(Model):
     metrics = ("loglik",)
     default_metrics = ("loglik",)
 
-    def __init__(self, cfg, info) -> None:
-        super().__init__(cfg, info)
-        m = cfg.model
+    def __init__(self, n_hidden: int | None = None, options: RBMOptions | None = None,
+                 info: DataInfo | None = None, **option_values: Any) -> None:
+        """``BernoulliRBM(n_hidden=20)``: sizes and keyword options (``RBMOptions`` fields,
+        checked like recipe keys); the visible size comes from the data (``info``, or
+        ``shortrun.fit``)."""
+        if n_hidden is not None:
+            option_values["n_hidden"] = n_hidden
+        super().__init__(merge_options(type(self).Config, options, option_values), info)
+        self.fast_lr: float | None = self.options.fast_lr
+        self._finish_init()
+
+    def setup(self, info: DataInfo) -> None:
+        m = self.options
         nv, nh = info.dim, m.n_hidden
         self.n_visible, self.n_hidden = nv, nh
         self.W = nn.Parameter(torch.randn(nv, nh) * m.init_std)
@@ -111,12 +124,12 @@ class RBMBase(Model):
         """Gradients of parameters beyond (W, b, c), written into ``.grad``."""
 
     def init_chains(self, data: torch.Tensor) -> torch.Tensor:
-        idx = torch.randint(len(data), (self.cfg.model.n_chains,))
+        idx = torch.randint(len(data), (self.options.n_chains,))
         return data[idx].reshape(len(idx), -1).to(self.W)
 
     # ---------------------------------------------------------------- training
     def on_train_start(self, data) -> None:
-        if self.cfg.model.learning == "cd":
+        if self.options.learning == "cd":
             return
         start = self.init_chains(data.train)
         if self.tempering is not None:
@@ -124,8 +137,12 @@ class RBMBase(Model):
         else:
             self.chains.copy_(start)
 
-    def build_optimizers(self) -> dict[str, torch.optim.Optimizer]:
-        t, m = self.cfg.train, self.cfg.model
+    def build_optimizers(self, optim: OptimOptions | None = None,
+                         ) -> dict[str, torch.optim.Optimizer]:
+        """Plain SGD (with ``momentum``) at ``train.lr``; weight decay on ``W`` only. FPCD's
+        fast weights learn at ``model.fast_lr``, default ``train.lr``."""
+        t, m = optim or OptimOptions(), self.options
+        self.fast_lr = m.fast_lr or t.lr
         others = [p for n, p in self.named_parameters() if n != "W"]
         groups = [{"params": [self.W], "weight_decay": t.weight_decay},
                   {"params": others, "weight_decay": 0.0}]
@@ -134,7 +151,7 @@ class RBMBase(Model):
     @torch.no_grad()
     def negative_phase(self, pos: GibbsState) -> GibbsState:
         """The chains' end state, with hidden statistics under the regular parameters."""
-        m = self.cfg.model
+        m = self.options
         if m.learning == "cd":
             return block_gibbs(self.params(), pos, m.k)
         fast = m.learning == "fpcd"
@@ -170,7 +187,7 @@ class RBMBase(Model):
         self.extra_grads(pos, neg)
 
     def training_step(self, batch, step, optimizers):
-        m = self.cfg.model
+        m = self.options
         match_blas_threads()
         with torch.no_grad():
             v = batch.reshape(len(batch), -1)
@@ -183,7 +200,7 @@ class RBMBase(Model):
             optimizers["main"].step()
             self.after_step()
             if m.learning == "fpcd":
-                lr = m.fast_lr or self.cfg.train.lr
+                lr = self.fast_lr or OptimOptions().lr
                 for fast, p in ((self.W_fast, self.W), (self.b_fast, self.b),
                                 (self.c_fast, self.c)):
                     fast.mul_(m.fast_decay).add_(p.grad, alpha=-lr)
@@ -199,7 +216,8 @@ class RBMBase(Model):
     # ---------------------------------------------------------------- use
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
-        steps = steps or self.cfg.sample.steps or self.cfg.model.sample_steps
+        self.require_info("sample")
+        steps = steps or self.sample_steps or self.options.sample_steps
         p = self.params()
         v0 = self.start_state(n, generator)
         state = block_gibbs(p, v0, steps, generator=generator)
@@ -232,7 +250,7 @@ class RBMBase(Model):
         from shortrun.estimators.ais import ais_log_partition, base_rate_bias
         from shortrun.estimators.exact import log_partition
 
-        m, p = self.cfg.model, self.params()
+        m, p = self.options, self.params()
         if self.enumerable_bits() <= m.exact_max_bits:
             return log_partition(p), "exact", 0.0
         if data is None:
@@ -255,9 +273,9 @@ class RBMBase(Model):
             total += float(p64.free_energy(v).sum())
         return -total / len(data) - log_z
 
-    def evaluate(self, metrics, data, run_dir):
+    def evaluate(self, metrics, data, run_dir, cfg):
         self.check_metrics(metrics)
-        gen = torch.Generator().manual_seed(self.cfg.eval.seed)
+        gen = torch.Generator().manual_seed(cfg.eval.seed)
         log_z, method, stderr = self.log_z(data.train, gen)
         out = {"log_z": log_z, "log_z_method": method, "log_z_stderr": stderr,
                "loglik_train": self.mean_log_likelihood(data.train, log_z)}
