@@ -40,7 +40,7 @@ def test_classifier_learns_and_reports_accuracy(classifier_run):
 
     run_dir, cfg = classifier_run
     run = load_run(run_dir)
-    out = run.model.evaluate(["accuracy"], load_data(cfg.data), run_dir)
+    out = run.model.evaluate(["accuracy"], load_data(cfg.data), run_dir, run.cfg)
     # 30 steps on the 8×8 digits: far above the 10% of chance, reached by any working update.
     assert out["accuracy_n"] == 297 and out["accuracy"] > 0.5
 
@@ -135,7 +135,7 @@ def test_classifier_floor_metrics(classifier_run):
     run_dir, cfg = classifier_run
     run = load_run(run_dir)
     run.cfg.eval.n_samples = 200
-    out = run.model.evaluate(["fd_floor", "kid_floor"], load_data(cfg.data), run_dir)
+    out = run.model.evaluate(["fd_floor", "kid_floor"], load_data(cfg.data), run_dir, run.cfg)
     assert out["fd_floor_n"] == 200 and out["fd_floor_n_ref"] == 297 and out["fd_floor"] >= 0
     assert out["kid_floor_n"] == 200 and "kid_floor_std" in out and "accuracy" not in out
 

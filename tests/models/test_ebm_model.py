@@ -80,20 +80,20 @@ def test_ebm_eval_reports_kl_mmd_and_draws_the_density(tmp_path, tiny_ebm_overri
     trainer = Trainer(cfg, tmp_path / "run")
     trainer.fit()
     model = trainer.model.eval()
-    metrics = model.check_metrics([])
+    metrics = model.check_metrics([], cfg)
     assert metrics == ["kl_grid", "loglik_grid", "mmd"]
-    out = model.evaluate(metrics, load_data(cfg.data), tmp_path / "run")
+    out = model.evaluate(metrics, load_data(cfg.data), tmp_path / "run", cfg)
     assert out["kl_grid"] > 0 and out["mmd_n"] == 100 and "loglik_grid" in out
     assert (tmp_path / "run" / "density.png").stat().st_size > 1000
 
 
 def test_default_metrics_drop_kl_grid_where_there_is_no_closed_form(tiny_ebm_overrides):
     from shortrun.data.base import DataInfo
-    from shortrun.models.ebm import EBM
+    from shortrun.models.registry import build_model
 
     cfg = resolve("ebm_rings", tiny_ebm_overrides)
-    model = EBM(cfg, DataInfo(shape=(2,), kind="vector"))
-    assert model.check_metrics([]) == ["loglik_grid", "mmd"]
+    model = build_model(cfg, DataInfo(shape=(2,), kind="vector"))
+    assert model.check_metrics([], cfg) == ["loglik_grid", "mmd"]
     with pytest.raises(ConfigError, match="fd not available for 2-D data; use kl_grid"):
         model.check_metrics(["fd"])
 
@@ -115,7 +115,7 @@ def test_score_models_train_sample_and_evaluate(tmp_path, recipe, extra):
     model = trainer.model.eval()
     x = model.sample(16)
     assert x.shape == (16, 2) and torch.isfinite(x).all()
-    out = model.evaluate(["kl_grid", "mmd"], load_data(cfg.data), None)
+    out = model.evaluate(["kl_grid", "mmd"], load_data(cfg.data), None, cfg)
     assert out["kl_grid"] > 0 and abs(out["mmd"]) < 10
 
 

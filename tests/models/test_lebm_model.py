@@ -232,7 +232,7 @@ def test_auprc_without_a_held_out_digit_is_refused():
     x = torch.zeros(4, 1, 28, 28)
     data = LoadedData(train=x, test=x, info=MNIST_INFO, test_labels=torch.zeros(4).long())
     with pytest.raises(ConfigError, match="needs a model trained with data.anomaly_digit"):
-        evaluate_lebm(m, ["auprc"], data)
+        evaluate_lebm(m, ["auprc"], data, None, resolve("lebm_mnist"))
 
 
 def test_anomaly_score_is_minus_log_joint_or_the_tilt_alone():
@@ -241,6 +241,6 @@ def test_anomaly_score_is_minus_log_joint_or_the_tilt_alone():
     z = m.sample_posterior(x, generator=torch.Generator().manual_seed(7))
     joint = m.anomaly_score(x, generator=torch.Generator().manual_seed(7))
     assert torch.allclose(joint, m.posterior_energy(z, x).detach(), atol=1e-4)
-    m.cfg.model.anomaly_score = "tilt"
+    m.options.anomaly_score = "tilt"
     tilt = m.anomaly_score(x, generator=torch.Generator().manual_seed(7))
     assert torch.allclose(tilt, -m.tilt(z).detach(), atol=1e-5)
