@@ -273,6 +273,41 @@ class RBMBase(Model):
             total += float(p64.free_energy(v).sum())
         return -total / len(data) - log_z
 
+    # ---------------------------------------------------------------- scikit-learn shape
+    def _rows(self, v: Any, what: str) -> torch.Tensor:
+        """``v`` (tensor or NumPy array, ``(B, n_visible)`` or ``(B, *shape)``) as rows."""
+        from shortrun.data.infer import as_float_tensor
+
+        x = as_float_tensor(v, f"{type(self).__name__}.{what}")
+        if x.dim() < 2 or x[0].numel() != self.n_visible:
+            raise ConfigError(f"{type(self).__name__}.{what}: expected (B, {self.n_visible}) "
+                              f"visible vectors (or (B, *{tuple(self.info.shape)})); got shape "
+                              f"{tuple(x.shape)}")
+        return x.reshape(len(x), -1).to(self.W)
+
+    @torch.no_grad()
+    def transform(self, v: Any) -> torch.Tensor:
+        """Hidden probabilities ``p(h = 1 | v)``, ``(B, n_hidden)``: the learned features."""
+        return self.params().hidden_prob(self._rows(v, "transform"))
+
+    @torch.no_grad()
+    def score_samples(self, v: Any, log_z: float | None = None,
+                      generator: torch.Generator | None = None) -> torch.Tensor:
+        """``log p(v) = −F(v) − log Z`` per example (nats, float64). ``log Z`` is exact when
+        the smaller layer is enumerable (``model.exact_max_bits``), else AIS with ``v`` as
+        the base-rate data; pass ``log_z`` to reuse one estimate."""
+        x = self._rows(v, "score_samples")
+        if log_z is None:
+            log_z = self.log_z(x, generator)[0]
+        p = self.params()
+        p64 = type(p)(*(t.double() for t in vars(p).values()))
+        return -p64.free_energy(x.double()) - log_z
+
+    def log_likelihood(self, v: Any, log_z: float | None = None,
+                       generator: torch.Generator | None = None) -> float:
+        """Mean ``log p(v)`` over the examples (nats); see :meth:`score_samples`."""
+        return float(self.score_samples(v, log_z, generator).mean())
+
     def evaluate(self, metrics, data, run_dir, cfg):
         self.check_metrics(metrics)
         gen = torch.Generator().manual_seed(cfg.eval.seed)
