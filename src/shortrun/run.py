@@ -31,13 +31,18 @@ class LoadedRun:
 
 def load_run(run_dir: Path, overrides: list[str] | None = None) -> LoadedRun:
     """A run directory's config (with ``--set`` overrides) and its model at the last step."""
-    cfg = read_config(run_dir, overrides)
-    state = load_checkpoint(Path(run_dir) / LAST, cfg.model.name)
-    info = DataInfo.from_dict(state["data_info"])
-    if state.get("user_networks"):
+    last = Path(run_dir) / LAST
+    # the checkpoint before the config: a Python-built run's config names data no recipe knows
+    state = load_checkpoint(last) if last.is_file() else None
+    user = (state or {}).get("user_networks")
+    if user:
         raise ConfigError(f"{run_dir}: this model was built from your own networks "
-                          f"({', '.join(state['user_networks'])}); load it in Python with "
-                          "shortrun.load(run_dir, NAME=YourNetwork())")
+                          f"({', '.join(user)}); load it in Python with "
+                          f"shortrun.load(run_dir, {user[0]}=YourNetwork())")
+    cfg = read_config(run_dir, overrides)
+    if state is None or state.get("model_name") != cfg.model.name:
+        state = load_checkpoint(last, cfg.model.name)  # raises the one-line reason
+    info = DataInfo.from_dict(state["data_info"])
     model = build_model(cfg, info)
     model.load_state_dict(state["model"])
     model.eval()
