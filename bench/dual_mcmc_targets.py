@@ -63,7 +63,7 @@ def main() -> None:
     diffs = []
     for seed in args.seeds:
         torch.manual_seed(seed)
-        out = model.evaluate(["fd"], data, args.run_dir)
+        out = model.evaluate(["fd"], data, args.run_dir, run.cfg)
         diffs.append(out["fd_revised"] - out["fd_generator"])
         print(f"| {seed} | {out['fd_generator']:.3f} | {out['fd_revised']:.3f} | "
               f"{diffs[-1]:+.3f} |", flush=True)

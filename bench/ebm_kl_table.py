@@ -47,8 +47,8 @@ def train_timed(recipe: str, sets: list[str], out: Path) -> dict:
 def evaluate(run_dir: Path) -> dict:
     run = load_run(run_dir)
     torch.manual_seed(run.cfg.eval.seed)
-    metrics = run.model.check_metrics(["kl_grid", "mmd"])
-    return run.model.evaluate(metrics, load_data(run.cfg.data), run_dir)
+    metrics = run.model.check_metrics(["kl_grid", "mmd"], run.cfg)
+    return run.model.evaluate(metrics, load_data(run.cfg.data), run_dir, run.cfg)
 
 
 def blindness_figure(path: Path) -> str:

@@ -34,7 +34,7 @@ def main(run_dirs: list[str]) -> None:
         for n in (1000, 5000, 10000):
             run.cfg.eval.n_samples = n
             t = time.perf_counter()
-            out = run.model.evaluate(["fd_floor", "kid_floor"], data, run_dir)
+            out = run.model.evaluate(["fd_floor", "kid_floor"], data, run_dir, run.cfg)
             secs = time.perf_counter() - t
             print(f"| {run.cfg.recipe} ({run_dir}) | {out['fd_floor_n']} | "
                   f"{out['fd_floor_n_ref']} | "
