@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from shortrun.data.base import DataInfo
-from shortrun.errors import ConfigError
+from shortrun.errors import ConfigError, InputError
 from shortrun.models.rbm import BernoulliRBM
 
 INFO = DataInfo(shape=(4,), kind="binary", low=0.0, high=1.0)
@@ -40,8 +40,11 @@ def test_score_samples_is_a_normalised_log_density():
 
 
 def test_inputs_of_the_wrong_size_are_refused_with_the_expected_shape():
-    with pytest.raises(ConfigError, match=r"transform: expected \(B, 4\) visible vectors"):
-        tiny_rbm().transform(torch.zeros(2, 5))
+    rbm = tiny_rbm()
+    for method in (rbm.transform, rbm.score_samples, rbm.log_likelihood):
+        with pytest.raises(InputError, match=rf"{method.__name__}: expected \(B, 4\) float in "
+                                             r"\[0, 1\].*got \(B, 5\)"):
+            method(torch.zeros(2, 5))
 
 
 def test_sizes_alone_make_an_rbm_bound_on_first_data():

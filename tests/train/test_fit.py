@@ -3,6 +3,7 @@ a prebuilt model in the Trainer equals the recipe-built one, per-network learnin
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -54,8 +55,29 @@ def test_fit_trains_a_user_energy_on_a_tensor_and_records_it(tmp_path):
     out = fit(model, x, steps=2, batch_size=16, run_dir=tmp_path / "run", **QUIET)
     assert out is model and model.info.shape == (2,) and model.info.kind == "vector"
     state = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=True)
-    assert state["user_networks"] == ["energy"] and state["config"]["data"]["name"] == "array"
+    # the tensor is the run's own data: saved beside the checkpoint, named in config.yaml
+    assert state["user_networks"] == ["energy"] and state["config"]["data"]["name"] == "npz"
+    saved = np.load(tmp_path / "run" / "data.npz")
+    torch.testing.assert_close(torch.from_numpy(saved["x_train"]), x)
     assert model.sample(5).shape == (5, 2)
+
+
+def test_a_fit_run_is_evaluated_and_sampled_by_the_cli_on_its_own_data(tmp_path, capsys):
+    """A model built from sizes alone (no user networks): `shortrun eval` / `sample` and
+    `shortrun.load` read the run back, with the data fit() was given."""
+    from shortrun.cli import main
+    from shortrun.models.rbm import BernoulliRBM
+    from shortrun.run import load
+
+    x = (torch.rand(60, 6) > 0.5).float()
+    run_dir = tmp_path / "run"
+    fit(BernoulliRBM(n_hidden=3, learning="cd"), x, steps=2, batch_size=20, run_dir=run_dir,
+        **QUIET)
+    assert main(["eval", str(run_dir), "--metrics", "loglik"]) == 0
+    assert "loglik_train" in capsys.readouterr().out
+    assert main(["sample", str(run_dir), "--n", "4", "--out", str(tmp_path / "s.npz")]) == 0
+    assert np.load(tmp_path / "s.npz")["x"].shape == (4, 6)
+    assert load(run_dir).sample(2, steps=2).shape == (2, 6)
 
 
 @pytest.mark.parametrize("kwargs, message", [
