@@ -212,10 +212,8 @@ MUTANTS = [
          tests=[T + "samplers/test_mala_hmc.py"],
          why="Metropolis–Hastings accepts with probability 1 − α"),
     dict(id="mala_proposal_correction_sign", file=SR + "samplers/mala.py",
-         original=("+ _log_q(state.x, y, grad_y, s)\n"
-                   "                 - _log_q(y, state.x, state.grad, s)"),
-         replacement=("- _log_q(state.x, y, grad_y, s)\n"
-                      "                 + _log_q(y, state.x, state.grad, s)"),
+         original="+ _log_q(state.x, y, grad_y, s) - _log_q(y, state.x, state.grad, s)",
+         replacement="- _log_q(state.x, y, grad_y, s) + _log_q(y, state.x, state.grad, s)",
          tests=[T + "samplers/test_mala_hmc.py"],
          why="MALA's Hastings correction inverted"),
     dict(id="hmc_kinetic_energy_sign", file=SR + "samplers/hmc.py",
