@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dual_mcmc_speed import reference_step  # noqa: E402
 
 from shortrun.data.base import DataInfo  # noqa: E402
+from shortrun.models.base import OptimOptions  # noqa: E402
 from shortrun.models.dual_mcmc import DualMCMC  # noqa: E402
 from shortrun.train.config import build_config, load_recipe  # noqa: E402
 
@@ -64,16 +65,16 @@ def main() -> int:
     dev = torch.device("cuda")
     x = torch.rand(cfg.train.batch_size, 3, 32, 32, device=dev) * 2 - 1
     torch.set_default_device(dev)  # the reference loop draws its noise on the default device
-    ours = DualMCMC(cfg, info).to(dev)
-    opt = ours.build_optimizers()
+    ours = DualMCMC.from_config(cfg.model, info).to(dev)
+    opt = ours.configure_training(OptimOptions.from_train(cfg.train))
     t_ours = timed(lambda: ours.training_step(x, 0, opt), args.iters, args.repeats)
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"tf32={args.tf32}, batch {cfg.train.batch_size}")
     print(f"shortrun  dual_mcmc_cifar10: {t_ours:.4f} s/iter; 500 iter/epoch -> "
           f"{t_ours * 500 / 60:.1f} min/epoch, {t_ours * 500 * 301 / 3600:.1f} h for 301 epochs")
     if not args.no_reference:
-        ref = DualMCMC(cfg, info).to(dev)
-        opt_ref = ref.build_optimizers()
+        ref = DualMCMC.from_config(cfg.model, info).to(dev)
+        opt_ref = ref.configure_training(OptimOptions.from_train(cfg.train))
         t_ref = timed(lambda: reference_step(ref, x, opt_ref), args.iters, args.repeats)
         print(f"reference dual_mcmc_cifar10: {t_ref:.4f} s/iter; ratio shortrun/reference "
               f"{t_ours / t_ref:.2f}")

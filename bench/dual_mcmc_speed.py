@@ -20,6 +20,7 @@ import time
 import torch
 
 from shortrun.data.base import DataInfo
+from shortrun.models.base import OptimOptions
 from shortrun.models.dual_mcmc import DualMCMC
 from shortrun.train.config import resolve
 
@@ -29,7 +30,7 @@ SHAPES = {"mnist": (1, 28, 28), "fashion": (1, 28, 28), "cifar10": (3, 32, 32),
 
 def reference_step(model: DualMCMC, x: torch.Tensor, opts: dict) -> None:
     """The script's order with explicit loops: G, then I, then E (no library helpers)."""
-    m = model.cfg.model
+    m = model.options
     g, inf, ebm = model.generator, model.inference, model.ebm
     n = x.shape[0]
     z = torch.randn(n, m.nz)
@@ -89,10 +90,10 @@ def bench(recipe: str, iters: int, repeats: int, overrides: list[str]) -> tuple[
     info = DataInfo(shape=shape, kind="image", low=-1.0, high=1.0)
     torch.manual_seed(0)
     x = torch.rand(cfg.train.batch_size, *shape) * 2 - 1
-    ours = DualMCMC(cfg, info)
-    opt_ours = ours.build_optimizers()
-    ref = DualMCMC(cfg, info)
-    opt_ref = ref.build_optimizers()
+    ours = DualMCMC.from_config(cfg.model, info)
+    opt_ours = ours.configure_training(OptimOptions.from_train(cfg.train))
+    ref = DualMCMC.from_config(cfg.model, info)
+    opt_ref = ref.configure_training(OptimOptions.from_train(cfg.train))
     t_ours = time_it(lambda: ours.training_step(x, 0, opt_ours), iters, repeats)
     t_ref = time_it(lambda: reference_step(ref, x, opt_ref), iters, repeats)
     return t_ours, t_ref

@@ -19,6 +19,7 @@ import time
 import torch
 
 from shortrun.data.base import DataInfo
+from shortrun.models.base import OptimOptions
 from shortrun.models.registry import build_model
 from shortrun.train.config import resolve
 
@@ -32,7 +33,7 @@ def build(device: str, compile_nets: bool, seed: int = 0):
     if compile_nets:
         model.generator.net = torch.compile(model.generator.net)
         model.tilt.net = torch.compile(model.tilt.net)
-    return model, model.build_optimizers()
+    return model, model.configure_training(OptimOptions.from_train(cfg.train))
 
 
 def autocast(device: str, bf16: bool):

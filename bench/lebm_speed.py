@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from shortrun.data.base import DataInfo
+from shortrun.models.base import OptimOptions
 from shortrun.models.registry import build_model
 from shortrun.train.config import resolve
 
@@ -136,7 +137,7 @@ def main() -> None:
         cfg = resolve("lebm_svhn", [f"model.channels_last={cl}",
                                     f"train.batch_size={args.batch}"])
         model = build_model(cfg, SVHN)
-        opts = model.build_optimizers()
+        opts = model.configure_training(OptimOptions.from_train(cfg.train))
         variants[label] = (lambda m=model, o=opts: m.training_step(x, 0, o))
 
     flops = ref_flops = iteration_flops(g, e, args.batch)  # the same arithmetic in both

@@ -65,6 +65,7 @@ def sklearn_epoch(x: np.ndarray) -> float:
 
 def shortrun_model(x: torch.Tensor):
     from shortrun.data.base import DataInfo, LoadedData
+    from shortrun.models.base import OptimOptions
     from shortrun.models.rbm import BernoulliRBM
     from shortrun.train.config import build_config
 
@@ -73,9 +74,9 @@ def shortrun_model(x: torch.Tensor):
            "train": {"epochs": 1, "batch_size": 100, "lr": 0.01}}
     cfg = build_config(raw)
     info = DataInfo(shape=(784,), kind="binary", low=0.0, high=1.0)
-    model = BernoulliRBM(cfg, info)
+    model = BernoulliRBM.from_config(cfg.model, info)
     model.on_train_start(LoadedData(train=x, info=info))
-    return model, model.build_optimizers()
+    return model, model.configure_training(OptimOptions.from_train(cfg.train))
 
 
 def shortrun_epoch(x: torch.Tensor, bf16: bool = False) -> float:

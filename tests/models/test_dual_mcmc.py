@@ -10,6 +10,7 @@ from torch import nn
 from shortrun.data.base import DataInfo
 from shortrun.errors import ConfigError
 from shortrun.evaluation.registry import choose_metrics
+from shortrun.models.base import OptimOptions
 from shortrun.models.dual_mcmc import DualMCMC
 from shortrun.models.dual_nets import GaussianEncoder, ResGenerator, ResNetEnergy, gaussian_nll
 from shortrun.samplers.langevin import energy_grad
@@ -17,6 +18,7 @@ from shortrun.train.config import build_config
 
 IMAGE = DataInfo(shape=(1, 28, 28), kind="image", low=-1.0, high=1.0,
                  raw_scale=127.5, raw_offset=127.5)
+OPTIM = OptimOptions(betas=(0.0, 0.9))
 TINY = {"nz": 4, "ebm_channels": 4, "gen_channels": 8, "gen_taper": True, "inf_channels": 4,
         "x_steps": 2, "z_steps": 2}
 
@@ -30,7 +32,7 @@ def tiny_config(**model):
 
 def tiny_model(**model) -> DualMCMC:
     torch.manual_seed(0)
-    return DualMCMC(tiny_config(**model), IMAGE)
+    return DualMCMC.from_config(tiny_config(**model).model, IMAGE)
 
 
 @pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 32), (3, 64, 64)])
@@ -137,7 +139,7 @@ def test_one_step_updates_each_network_once_in_the_official_order():
     """generator → inference → ebm; each optimiser moves only its own network, and no loss
     leaks gradient into another network."""
     model = tiny_model()
-    optimizers = model.build_optimizers()
+    optimizers = model.build_optimizers(OPTIM)
     nets = {"generator": model.generator, "inference": model.inference, "ebm": model.ebm}
     owned = {k: {id(p) for g in o.param_groups for p in g["params"]} for k, o in optimizers.items()}
     for name, net in nets.items():
@@ -184,9 +186,7 @@ def test_one_step_updates_each_network_once_in_the_official_order():
 
 def test_optimizers_take_model_level_lr_and_weight_decay():
     model = tiny_model(lr_generator=3e-4, weight_decay_ebm=0.0)
-    cfg = model.cfg
-    cfg.train.lr, cfg.train.weight_decay = 1e-4, 5e-4
-    opts = model.build_optimizers()
+    opts = model.build_optimizers(OptimOptions(lr=1e-4, betas=(0.0, 0.9), weight_decay=5e-4))
     assert opts["generator"].param_groups[0]["lr"] == 3e-4
     assert opts["ebm"].param_groups[0]["lr"] == opts["inference"].param_groups[0]["lr"] == 1e-4
     assert opts["ebm"].param_groups[0]["weight_decay"] == 0.0
@@ -206,9 +206,10 @@ def test_reconstruction_and_samples_have_the_data_shape():
 def test_unsupported_data_is_refused_with_a_clear_message():
     cfg = tiny_config()
     with pytest.raises(ConfigError, match=r"shape \(3, 16, 16\) is not supported.*28×28×1"):
-        DualMCMC(cfg, DataInfo(shape=(3, 16, 16), kind="image", low=-1.0, high=1.0))
+        DualMCMC.from_config(cfg.model, DataInfo(shape=(3, 16, 16), kind="image", low=-1.0,
+                                                 high=1.0))
     with pytest.raises(ConfigError, match=r"needs real-valued images.*kind 'vector'"):
-        DualMCMC(cfg, DataInfo(shape=(2,), kind="vector"))
+        DualMCMC.from_config(cfg.model, DataInfo(shape=(2,), kind="vector"))
 
 
 @pytest.mark.parametrize("key,value,message", [
@@ -234,7 +235,7 @@ def test_temperature_scales_the_ebm_gradient_by_one_over_t():
     grads = {}
     for temp in (True, False):
         model = tiny_model(temperature=temp, x_noise=0.05, x_step_size=0.5)
-        opts = model.build_optimizers()
+        opts = model.build_optimizers(OPTIM)
         torch.manual_seed(4)
         model.training_step(torch.rand(8, 1, 28, 28) * 2 - 1, 0, opts)
         grads[temp] = torch.cat([p.grad.flatten() for p in model.ebm.parameters()])

@@ -91,10 +91,10 @@ def test_ebm_eval_reports_kl_mmd_and_draws_the_density(tmp_path, tiny_ebm_overri
 
 def test_default_metrics_drop_kl_grid_where_there_is_no_closed_form(tiny_ebm_overrides):
     from shortrun.data.base import DataInfo
-    from shortrun.models.ebm import EBM
+    from shortrun.models.registry import build_model
 
     cfg = resolve("ebm_rings", tiny_ebm_overrides)
-    model = EBM(cfg, DataInfo(shape=(2,), kind="vector"))
+    model = build_model(cfg, DataInfo(shape=(2,), kind="vector"))
     assert choose_metrics(model.name, cfg, model.info, []) == ["loglik_grid", "mmd"]
     with pytest.raises(ConfigError, match="fd not available for 2-D data; use kl_grid"):
         choose_metrics(model.name, cfg, model.info, ["fd"])

@@ -242,6 +242,6 @@ def test_anomaly_score_is_minus_log_joint_or_the_tilt_alone():
     z = m.sample_posterior(x, generator=torch.Generator().manual_seed(7))
     joint = m.anomaly_score(x, generator=torch.Generator().manual_seed(7))
     assert torch.allclose(joint, m.posterior_energy(z, x).detach(), atol=1e-4)
-    m.cfg.model.anomaly_score = "tilt"
+    m.options.anomaly_score = "tilt"
     tilt = m.anomaly_score(x, generator=torch.Generator().manual_seed(7))
     assert torch.allclose(tilt, -m.tilt(z).detach(), atol=1e-5)

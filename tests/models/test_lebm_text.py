@@ -96,7 +96,7 @@ def test_posterior_langevin_step_uses_the_posterior_energy_gradient():
     # finite differences of −log p(x|z) − f(z) + ‖z‖²/2 in float64 (error O(h²) ≈ 1e-10).
     m = make().double()
     x = BATCH
-    s = m.cfg.model.post_step_size
+    s = m.options.post_step_size
     g = torch.Generator().manual_seed(3)
     z1 = m.sample_posterior(x, steps=1, generator=g)
     g = torch.Generator().manual_seed(3)

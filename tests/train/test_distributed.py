@@ -1,7 +1,6 @@
 """torchrun with the gloo backend on CPU: 2 processes, then resume in 1."""
 
 import json
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -46,7 +45,8 @@ def test_gradient_clipping_sees_the_rank_averaged_gradient(tmp_path):
     torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}",
                                          rank=0, world_size=1)
     try:
-        model = Model(SimpleNamespace(train=SimpleNamespace(grad_clip=6.0)), None)
+        model = Model()
+        model.grad_clip = 6.0
         model.w = nn.Parameter(torch.zeros(2))
         opt = torch.optim.SGD([model.w], lr=1.0)
         average_gradients_before_step(opt, world=2)
@@ -56,7 +56,7 @@ def test_gradient_clipping_sees_the_rank_averaged_gradient(tmp_path):
         # give [1.8, 2.4], averaging twice [1.5, 2.0]
         assert norm == pytest.approx(5.0)
         assert torch.allclose(model.w.detach(), torch.tensor([3.0, 4.0]))
-        model.cfg.train.grad_clip = None  # without a clip the step hook averages
+        model.grad_clip = None  # without a clip the step hook averages
         model.optimizer_step(opt, -(model.w * target).sum())
         assert torch.allclose(model.w.detach(), torch.tensor([6.0, 8.0]))
     finally:

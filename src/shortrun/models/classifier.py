@@ -45,12 +45,16 @@ class Classifier(Model):
     Config = ClassifierOptions
     supervised = True
 
-    def __init__(self, cfg, info: DataInfo) -> None:
-        super().__init__(cfg, info)
-        m: ClassifierOptions = cfg.model
+    def __init__(self, options: ClassifierOptions | None = None,
+                 info: DataInfo | None = None) -> None:
+        super().__init__(options, info)
+        self._finish_init()
+
+    def setup(self, info: DataInfo) -> None:
+        m: ClassifierOptions = self.options
         if info.kind not in ("image", "binary") or len(info.shape) != 3:
-            raise ConfigError(f"model classifier needs image data (C, H, W); data.name "
-                              f"{cfg.data.name!r} has shape {info.shape}")
+            raise ConfigError(f"model classifier needs image data (C, H, W); this data has "
+                              f"shape {info.shape}")
         c, h, w = info.shape
         self.body = nn.Sequential(_block(c, m.width), _block(m.width, 2 * m.width), nn.Flatten(),
                                   nn.Linear(2 * m.width * (h // 4) * (w // 4), m.feature_dim),
@@ -60,8 +64,7 @@ class Classifier(Model):
 
     def on_train_start(self, data: LoadedData) -> None:
         if data.train_labels is None:
-            raise ConfigError(f"model classifier needs labels; dataset {self.cfg.data.name!r} "
-                              "has none")
+            raise ConfigError("model classifier needs labels; this dataset has none")
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """Penultimate-layer activations ``(B, feature_dim)``: the FD/KID feature map."""

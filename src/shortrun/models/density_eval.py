@@ -11,7 +11,8 @@ import torch
 
 
 class DensityEvalMixin:
-    """Needs ``self.cfg``, ``self.info``, ``self.sample`` and ``self.density_energy()``."""
+    """Needs ``self.info``, ``self.sample`` and ``self.density_energy()``; the pictures draw over
+    ``self.reference_data`` (the run's own data)."""
 
     def density_energy(self):  # the energy whose exp(−E)/Z is the model density
         raise NotImplementedError
@@ -19,10 +20,11 @@ class DensityEvalMixin:
     def draw_2d(self, energy, samples: torch.Tensor, path: Path) -> None:
         from shortrun.estimators.grid import plot_half_width, save_density_and_samples
 
-        data = getattr(self, "_plot_data", None)
+        # the run's own data (the Trainer sets it); without it the samples stand in, so a
+        # picture never shows some other dataset
+        data = self.reference_data
         if data is None:
-            from shortrun.data.registry import load_data
+            from shortrun.data.base import LoadedData
 
-            data = load_data(self.cfg.data)
-            self._plot_data = data
+            data = LoadedData(train=samples.detach().cpu(), info=self.info)
         save_density_and_samples(energy, samples, data.train, plot_half_width(data), path)

@@ -26,13 +26,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch import nn
 
 from shortrun.data.base import DataInfo
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
-from shortrun.models.base import Model, ModelOptions
+from shortrun.models.base import Model, ModelOptions, OptimOptions, merge_options
 from shortrun.models.dual_nets import GaussianEncoder, ResGenerator, ResNetEnergy, gaussian_nll
 from shortrun.models.inputs import check_batch, check_sample_args
 from shortrun.objectives.contrastive import contrastive_loss
@@ -77,24 +79,47 @@ class DualMCMC(Model):
     name = "dual_mcmc"
     Config = DualMCMCOptions
     ORDER = ("generator", "inference", "ebm")
+    networks = ("ebm", "generator", "inference")
 
-    def __init__(self, cfg, info: DataInfo) -> None:
-        super().__init__(cfg, info)
+    def __init__(self, ebm: nn.Module, generator: nn.Module, inference: nn.Module,
+                 options: DualMCMCOptions | None = None, info: DataInfo | None = None,
+                 **option_values: Any) -> None:
+        """``ebm``: ``(B, *shape) → (B,)``; ``generator``: ``(B, nz) → (B, *shape)``;
+        ``inference``: ``(B, *shape) → (mean, logvar)`` of ``q(z|x)``, each ``(B, nz)``.
+        Keyword options are ``DualMCMCOptions`` fields (``nz`` must match the networks)."""
+        super().__init__(merge_options(type(self).Config, options, option_values), info)
+        self._given(ebm=ebm, generator=generator, inference=inference)
+        self.ebm = ebm
+        self.generator = generator
+        self.inference = inference
+        self._finish_init()
+
+    @staticmethod
+    def check_info(info: DataInfo) -> None:
         if info.kind != "image":
             raise ConfigError(f"model dual_mcmc: needs real-valued images (data kind 'image'); "
-                              f"data.name={cfg.data.name!r} gives kind {info.kind!r}")
-        m: DualMCMCOptions = cfg.model
-        self.ebm = ResNetEnergy(info.shape, m.ebm_channels, m.spectral_norm)
-        self.generator = ResGenerator(info.shape, m.nz, m.gen_channels, m.gen_norm,
-                                      m.gen_taper)
-        self.inference = GaussianEncoder(info.shape, m.nz, m.inf_channels)
+                              f"this data is of kind {info.kind!r}")
+
+    @classmethod
+    def from_config(cls, options: DualMCMCOptions, info: DataInfo) -> DualMCMC:
+        cls.check_info(info)
+        m = options
+        ebm = ResNetEnergy(info.shape, m.ebm_channels, m.spectral_norm)
+        generator = ResGenerator(info.shape, m.nz, m.gen_channels, m.gen_norm, m.gen_taper)
+        inference = GaussianEncoder(info.shape, m.nz, m.inf_channels)
+        model = cls(ebm, generator, inference, options, info)
+        model.user_networks = ()
+        return model
+
+    def setup(self, info: DataInfo) -> None:
+        self.check_info(info)
 
     # ------------------------------------------------------------------ the two chains
     @property
     def x_noise_scale(self) -> float:
         """The script's x-chain adds ``n_x·ξ`` per step; our kernel adds ``s·τ·ξ``, so
         ``τ = n_x / s_x``. The chain then targets ``exp(−E/T)`` with ``T = τ²``."""
-        m = self.cfg.model
+        m = self.options
         return m.x_noise / m.x_step_size
 
     @property
@@ -104,7 +129,7 @@ class DualMCMC(Model):
     def revise_x(self, x0: torch.Tensor, steps: int | None = None,
                  generator: torch.Generator | None = None) -> torch.Tensor:
         """The x-chain (Eq. 7's MCMC revision of generator samples) on ``E_α``."""
-        m: DualMCMCOptions = self.cfg.model
+        m: DualMCMCOptions = self.options
         domain = (self.info.low, self.info.high) if m.clamp_x else None
         x, _ = langevin(self.ebm, x0, m.x_steps if steps is None else steps, m.x_step_size,
                         self.x_noise_scale, domain=domain, generator=generator)
@@ -115,7 +140,7 @@ class DualMCMC(Model):
 
         The released script steps on ``‖x − g(z)‖²/σ²`` (twice this likelihood term, i.e. an
         effective ``σ/√2``); this is the log joint the paper writes (Eq. 10)."""
-        m: DualMCMCOptions = self.cfg.model
+        m: DualMCMCOptions = self.options
         resid = (x - self.generator(z)).flatten(1)
         return (resid**2).sum(1) / (2 * m.sigma**2) + (z**2).sum(1) / (2 * m.prior_sigma**2)
 
@@ -123,16 +148,17 @@ class DualMCMC(Model):
                  generator: torch.Generator | None = None) -> torch.Tensor:
         """The z-chain (Eq. 10's MCMC revision of inference samples) on ``U(z)``; the script's
         noise ``n_z·ξ`` is ``τ = n_z / s_z`` here (τ = 1, exact Langevin, at the paper's values)."""
-        m: DualMCMCOptions = self.cfg.model
+        m: DualMCMCOptions = self.options
         z, _ = langevin(lambda z: self.posterior_energy(z, x), z0,
                         m.z_steps if steps is None else steps, m.z_step_size,
                         m.z_noise / m.z_step_size, generator=generator)
         return z
 
     # ------------------------------------------------------------------ training
-    def build_optimizers(self) -> dict[str, torch.optim.Optimizer]:
+    def build_optimizers(self, optim: OptimOptions | None = None,
+                         ) -> dict[str, torch.optim.Optimizer]:
         """One Adam per network; lr / weight decay fall back to ``train.*`` when unset."""
-        m, t = self.cfg.model, self.cfg.train
+        m, t = self.options, optim or OptimOptions()
         nets = {"generator": self.generator, "inference": self.inference, "ebm": self.ebm}
         out = {}
         for name in self.ORDER:
@@ -144,7 +170,7 @@ class DualMCMC(Model):
         return out
 
     def training_step(self, batch, step, optimizers):
-        m: DualMCMCOptions = self.cfg.model
+        m: DualMCMCOptions = self.options
         x, n = batch, batch.shape[0]
         z = torch.randn(n, m.nz, device=x.device)
         x_gen = self.generator(z)
@@ -185,13 +211,13 @@ class DualMCMC(Model):
     @torch.no_grad()
     def sample_generator(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """Samples of the generator alone, ``g(z)``, ``z ~ N(0, I)``."""
-        z = torch.randn(n, self.cfg.model.nz, generator=generator, device=self.device)
+        z = torch.randn(n, self.options.nz, generator=generator, device=self.device)
         return self.generator(z)
 
     def sample(self, n, steps=None, generator=None):
         """EBM-revised samples: the x-chain from generator samples (``sample.steps`` or K_x)."""
         check_sample_args(n, steps, generator)
-        steps = steps or self.cfg.sample.steps or self.cfg.model.x_steps
+        steps = steps or self.sample_steps or self.options.x_steps
         return self.revise_x(self.sample_generator(n, generator), steps, generator).detach()
 
     def reconstruct(self, x: torch.Tensor, chain: bool = True,
@@ -209,8 +235,8 @@ class DualMCMC(Model):
         """``path``: EBM-revised samples; ``*_generator.png`` beside it: the generator's."""
         from shortrun.plotting import save_samples
 
-        z = torch.randn(n, self.cfg.model.nz, device=self.device)
+        z = torch.randn(n, self.options.nz, device=self.device)
         with torch.no_grad():
             x_gen = self.generator(z)
-        save_samples(self.revise_x(x_gen, self.cfg.sample.steps), self.info, path)
+        save_samples(self.revise_x(x_gen, self.sample_steps), self.require_info("draw"), path)
         save_samples(x_gen, self.info, path.with_name(f"{path.stem}_generator.png"))

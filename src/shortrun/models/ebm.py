@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -21,7 +22,7 @@ from shortrun.energies.conv import ConvEnergy
 from shortrun.energies.mlp import ACTIVATIONS, MLPEnergy
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
-from shortrun.models.base import Model, ModelOptions
+from shortrun.models.base import Model, ModelOptions, merge_options
 from shortrun.models.density_eval import DensityEvalMixin
 from shortrun.models.inputs import check_sample_args
 from shortrun.objectives.contrastive import contrastive_loss
@@ -89,13 +90,31 @@ def build_energy(m: EBMOptions, info: DataInfo) -> torch.nn.Module:
 
 
 class EBM(DensityEvalMixin, Model):
+    """Data-space EBM over ``energy`` (an ``nn.Module`` mapping ``(B, *shape)`` to ``(B,)``).
+
+    ``EBM(MyEnergy(), chain="buffer", step_size=0.05)``: keyword options are ``EBMOptions``
+    fields, checked like recipe keys; ``info`` may wait for the data (``shortrun.fit``).
+    """
+
     name = "ebm"
     Config = EBMOptions
+    networks = ("energy",)
 
-    def __init__(self, cfg, info: DataInfo) -> None:
-        super().__init__(cfg, info)
-        m: EBMOptions = cfg.model
-        self.energy = build_energy(m, info)
+    def __init__(self, energy: torch.nn.Module, options: EBMOptions | None = None,
+                 info: DataInfo | None = None, **option_values: Any) -> None:
+        super().__init__(merge_options(type(self).Config, options, option_values), info)
+        self._given(energy=energy)
+        self.energy = energy
+        self._finish_init()
+
+    @classmethod
+    def from_config(cls, options: EBMOptions, info: DataInfo) -> EBM:
+        model = cls(build_energy(options, info), options, info)
+        model.user_networks = ()
+        return model
+
+    def setup(self, info: DataInfo) -> None:
+        m: EBMOptions = self.options
         bounded = info.kind in ("image", "binary")
         low, high = (info.low, info.high) if bounded else (-m.init_scale, m.init_scale)
         self.noise = NoiseSource(info.shape, m.init_noise, low, high, std=m.init_scale)
@@ -117,7 +136,7 @@ class EBM(DensityEvalMixin, Model):
                   generator: torch.Generator | None = None) -> torch.Tensor:
         """Langevin for ``steps``; with ``jumps`` > 0, independence-MH jumps open every block
         of ``langevin_steps`` Langevin steps."""
-        m: EBMOptions = self.cfg.model
+        m: EBMOptions = self.options
         steps = steps or m.langevin_steps
         block = m.langevin_steps if m.jumps else steps
         x, done = x0, 0
@@ -133,7 +152,7 @@ class EBM(DensityEvalMixin, Model):
         return x
 
     def training_step(self, batch, step, optimizers):
-        m: EBMOptions = self.cfg.model
+        m: EBMOptions = self.options
         x0 = self.source.start(batch.shape[0], data=batch)
         x_neg = self.run_chain(x0.to(batch))
         self.source.finish(x_neg)
@@ -159,16 +178,17 @@ class EBM(DensityEvalMixin, Model):
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
         check_sample_args(n, steps, generator)
-        steps = steps or self.cfg.sample.steps or self.cfg.model.langevin_steps
+        self.require_info("sample")
+        steps = steps or self.sample_steps or self.options.langevin_steps
         x0 = None
-        if self.cfg.model.sample_from == "chains":
+        if self.options.sample_from == "chains":
             x0 = self._chain_states(n, generator)
         if x0 is None:
             x0 = self.noise.start(n, generator=generator)
         return self.run_chain(x0.to(self.device), steps, generator)
 
     def draw(self, path: Path, n: int) -> None:
-        if self.info.shape == (2,):
+        if self.require_info("draw").shape == (2,):
             self.draw_2d(self.energy, self.sample(n), path)
         else:
             from shortrun.plotting import save_samples

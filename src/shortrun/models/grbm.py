@@ -38,13 +38,13 @@ class GaussianBernoulliRBM(RBMBase):
     name = "grbm"
     Config = GaussianRBMOptions
 
-    def __init__(self, cfg, info) -> None:
+    def setup(self, info) -> None:
         if info.kind == "binary":
             raise ConfigError("model grbm models real-valued data; this dataset is binary: "
                               "use model rbm, or unset data.binarize")
-        super().__init__(cfg, info)
+        super().setup(info)
         z = torch.zeros(self.n_visible)
-        if cfg.model.learn_sigma:
+        if self.options.learn_sigma:
             self.log_var = nn.Parameter(z)
         else:
             self.register_buffer("log_var", z)
@@ -58,8 +58,8 @@ class GaussianBernoulliRBM(RBMBase):
     def on_train_start(self, data) -> None:
         v = data.train.reshape(len(data.train), -1).to(self.W)
         self.b.data.copy_(v.mean(0))
-        if self.cfg.model.sigma_init == "data":
-            floor = 2 * math.log(self.cfg.model.min_sigma)
+        if self.options.sigma_init == "data":
+            floor = 2 * math.log(self.options.min_sigma)
             self.log_var.data.copy_(torch.log(v.var(0)).clamp_min(floor))
         super().on_train_start(data)
 
@@ -80,7 +80,7 @@ class GaussianBernoulliRBM(RBMBase):
     def after_step(self) -> None:
         if isinstance(self.log_var, nn.Parameter):
             with torch.no_grad():
-                self.log_var.clamp_(min=2 * math.log(self.cfg.model.min_sigma))
+                self.log_var.clamp_(min=2 * math.log(self.options.min_sigma))
 
     def free_energy_from(self, state: GibbsState) -> torch.Tensor:
         prec = torch.exp(-self.log_var.detach())
@@ -91,10 +91,10 @@ class GaussianBernoulliRBM(RBMBase):
         return self.n_hidden
 
     def log_z(self, data=None, generator=None):
-        if self.n_hidden > self.cfg.model.exact_max_bits:
+        if self.n_hidden > self.options.exact_max_bits:
             raise ConfigError(f"loglik for grbm enumerates the hidden layer: model.n_hidden="
                               f"{self.n_hidden} is over model.exact_max_bits="
-                              f"{self.cfg.model.exact_max_bits} (AIS is implemented for the "
+                              f"{self.options.exact_max_bits} (AIS is implemented for the "
                               "binary rbm only)")
         return super().log_z(data, generator)
 

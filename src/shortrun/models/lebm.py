@@ -19,15 +19,18 @@ contrastive objective, Eq. 7). ``model.prior: gaussian`` removes the EBM (the pa
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
 from shortrun.data.base import DataInfo
+from shortrun.errors import ConfigError
 from shortrun.fields import fld
-from shortrun.models.base import Model, ModelOptions
+from shortrun.models.base import Model, ModelOptions, OptimOptions, merge_options
 from shortrun.models.inputs import check_batch, check_sample_args
 from shortrun.models.lebm_nets import ACTIVATIONS, GENERATORS, Generator, PriorTilt, pick_generator
 from shortrun.objectives.contrastive import contrastive_loss
@@ -49,7 +52,10 @@ class LatentPriorOptions(ModelOptions):
     post_steps: int = fld(20, gt=0, doc="K1, posterior chain length")
     post_step_size: float = fld(0.1, gt=0, doc="s1")
     lr_prior: float = fld(2e-5, gt=0,
-                          doc="Adam lr of the prior EBM (train.lr: the generator / decoder)")
+                          doc="Adam lr of the prior EBM; the paper's 2e-5, not train.lr (the "
+                              "one exception to lr_<net> defaulting to train.lr)")
+    lr_generator: float | None = fld(None, gt=0,
+                                     doc="Adam lr of the generator / decoder; default train.lr")
 
 
 @dataclass
@@ -81,15 +87,45 @@ def frozen(*modules: nn.Module) -> Iterator[None]:
 
 
 class LEBM(Model):
+    """Latent EBM prior over ``generator`` (an ``nn.Module`` from ``(B, nz)`` to data of any
+    shape); ``prior`` is the tilt ``f_α`` (an ``nn.Module`` ``(B, nz) → (B,)``, e.g.
+    :class:`~shortrun.models.lebm_nets.PriorTilt`), ``None`` for the Gaussian prior alone.
+    Keyword options are ``LEBMOptions`` fields (``nz`` must match the generator's input).
+    """
+
     name = "lebm"
     Config = LEBMOptions
+    networks = ("generator", "prior")
 
-    def __init__(self, cfg, info: DataInfo) -> None:
-        super().__init__(cfg, info)
-        m: LEBMOptions = cfg.model
+    def __init__(self, generator: nn.Module, prior: nn.Module | None = None,
+                 options: LatentPriorOptions | None = None, info: DataInfo | None = None,
+                 **option_values: Any) -> None:
+        options = merge_options(type(self).Config, options, option_values)
+        if prior is not None and options.prior == "gaussian":
+            raise ConfigError("LEBM: a prior network was given but options.prior is "
+                              "'gaussian'; drop the prior network or set prior='ebm'")
+        if prior is None and options.prior != "gaussian":
+            options = dataclasses.replace(options, prior="gaussian")  # what the model is
+        super().__init__(options, info)
+        self._given(generator=generator, prior=prior)
+        self.generator = generator
+        self.tilt = prior
+        self._finish_init()
+
+    @classmethod
+    def from_config(cls, options: LEBMOptions, info: DataInfo) -> LEBM:
+        m = options
         kind = pick_generator(m.generator, info.shape)
-        self.generator = Generator(kind, m.nz, m.ngf, m.channels_last)
-        self.tilt = PriorTilt(m.nz, m.ndf, m.prior_act) if m.prior == "ebm" else None
+        generator = Generator(kind, m.nz, m.ngf, m.channels_last)
+        prior = PriorTilt(m.nz, m.ndf, m.prior_act) if m.prior == "ebm" else None
+        model = cls(generator, prior, options, info)
+        model.user_networks = ()
+        return model
+
+    def tilt_value(self, z: torch.Tensor) -> torch.Tensor:
+        """``f_α(z)`` as ``(B,)``: a user's tilt may return ``(B, 1)``."""
+        f = self.tilt(z)
+        return f.reshape(z.shape[0]) if f.dim() != 1 else f
 
     # --- energies (shortrun's sign: p ∝ exp(−E)) ------------------------------------------
     def prior_energy(self, z: torch.Tensor) -> torch.Tensor:
@@ -100,13 +136,13 @@ class LEBM(Model):
         ``−log p_α(z) = −f_α(z) + ‖z‖²/(2σ_p²) + const``. With ``prior: gaussian``, ``f ≡ 0``.
         """
         z = z.reshape(z.shape[0], -1)
-        e = z.pow(2).sum(1) / (2 * self.cfg.model.prior_sigma ** 2)
-        return e if self.tilt is None else e - self.tilt(z)
+        e = z.pow(2).sum(1) / (2 * self.options.prior_sigma ** 2)
+        return e if self.tilt is None else e - self.tilt_value(z)
 
     def recon_energy(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """``−log p_β(x|z)`` + const ``= ‖x − g_β(z)‖²/(2σ²)`` summed over pixels."""
         r = (x - self.generator(z)).flatten(1)
-        return r.pow(2).sum(1) / (2 * self.cfg.model.llhd_sigma ** 2)
+        return r.pow(2).sum(1) / (2 * self.options.llhd_sigma ** 2)
 
     def posterior_energy(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """``−log p(x, z)`` up to a constant: the energy of the posterior chain (Eq. 10)."""
@@ -114,8 +150,8 @@ class LEBM(Model):
 
     # --- chains --------------------------------------------------------------------------
     def init_z(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
-        return self.cfg.model.init_sigma * torch.randn(
-            (n, self.cfg.model.nz), generator=generator, device=self.device)
+        return self.options.init_sigma * torch.randn(
+            (n, self.options.nz), generator=generator, device=self.device)
 
     def sample_prior(self, n: int, steps: int | None = None,
                      generator: torch.Generator | None = None,
@@ -125,7 +161,7 @@ class LEBM(Model):
 
         With the Gaussian prior the draw is exact and no chain is run (unless a callback asks
         for a trace)."""
-        m: LEBMOptions = self.cfg.model
+        m: LEBMOptions = self.options
         if self.tilt is None and callback is None:
             return m.prior_sigma * torch.randn((n, m.nz), generator=generator, device=self.device)
         with frozen(self):
@@ -136,7 +172,7 @@ class LEBM(Model):
     def sample_posterior(self, x: torch.Tensor, steps: int | None = None,
                          generator: torch.Generator | None = None) -> torch.Tensor:
         """Short-run posterior chain ``z ~ p(z | x)`` from ``N(0, init_sigma²I)``."""
-        m: LEBMOptions = self.cfg.model
+        m: LEBMOptions = self.options
         with frozen(self):
             z0 = self.init_z(x.shape[0], generator)
             z, _ = langevin(lambda z: self.posterior_energy(z, x), z0, steps or m.post_steps,
@@ -144,9 +180,13 @@ class LEBM(Model):
         return z
 
     # --- training ------------------------------------------------------------------------
-    def build_optimizers(self) -> dict[str, torch.optim.Optimizer]:
-        t, m = self.cfg.train, self.cfg.model
-        opts = {"generator": torch.optim.Adam(self.generator.parameters(), lr=t.lr,
+    def build_optimizers(self, optim: OptimOptions | None = None,
+                         ) -> dict[str, torch.optim.Optimizer]:
+        """Adam for the generator at ``model.lr_generator`` (default ``train.lr``) and for the
+        prior at ``model.lr_prior`` (default the paper's 2e-5)."""
+        t, m = optim or OptimOptions(), self.options
+        opts = {"generator": torch.optim.Adam(self.generator.parameters(),
+                                              lr=self.lr_of("generator", t),
                                               betas=t.betas, weight_decay=t.weight_decay)}
         if self.tilt is not None:
             opts["prior"] = torch.optim.Adam(self.tilt.parameters(), lr=m.lr_prior,
@@ -189,7 +229,7 @@ class LEBM(Model):
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
         check_sample_args(n, steps, generator)
-        steps = steps or self.cfg.sample.steps
+        steps = steps or self.sample_steps
         return self.generator(self.sample_prior(n, steps, generator))
 
     def energy_trace(self, n: int, steps: int, every: int = 1,
@@ -227,11 +267,14 @@ class LEBM(Model):
         how much the learned prior disfavours the latent code relative to the Gaussian."""
         x = check_batch(x, self.info, "anomaly_score", device=self.device)
         z = self.sample_posterior(x, steps, generator)
-        if self.cfg.model.anomaly_score == "tilt" and self.tilt is not None:
-            return -self.tilt(z)
+        if self.options.anomaly_score == "tilt" and self.tilt is not None:
+            return -self.tilt_value(z)
         return self.posterior_energy(z, x)
 
     def draw(self, path, n):
         from shortrun.plotting import save_samples
 
-        save_samples(self.sample(n), self.info, path)
+        info = self.require_info("draw")
+        if len(info.shape) != 3 and tuple(info.shape) != (2,):  # no picture for this shape
+            return
+        save_samples(self.sample(n), info, path)

@@ -35,12 +35,11 @@ import torch
 from shortrun.data.base import DataInfo
 from shortrun.data.ptb import lengths, trim
 from shortrun.fields import fld
-from shortrun.models.base import Model
 from shortrun.models.inputs import check_sample_args
 from shortrun.models.lebm import LEBM, LatentPriorOptions
 from shortrun.models.lebm_nets import PriorTilt
 from shortrun.models.lstm_lm import text_vocab_size
-from shortrun.models.text_nets import TokenLSTM
+from shortrun.models.text_nets import TokenLSTM, write_token_ids
 
 
 @dataclass
@@ -62,17 +61,23 @@ class LEBMText(LEBM):
     name = "lebm_text"
     Config = LEBMTextOptions
 
-    def __init__(self, cfg, info: DataInfo) -> None:
-        Model.__init__(self, cfg, info)  # LEBM.__init__ builds an image generator
-        m: LEBMTextOptions = cfg.model
-        self.generator = TokenLSTM(text_vocab_size(info, self.name), m.emb, m.hidden, m.nz)
-        self.tilt = PriorTilt(m.nz, m.ndf, m.prior_act) if m.prior == "ebm" else None
+    # The constructor is LEBM's: ``LEBMText(generator=decoder, prior=...)`` with the decoder a
+    # TokenLSTM (or anything with its ``log_prob(x, z)`` and ``generate(n, length, z, rng)``).
+
+    @classmethod
+    def from_config(cls, options: LEBMTextOptions, info: DataInfo) -> LEBMText:
+        m = options
+        decoder = TokenLSTM(text_vocab_size(info, cls.name), m.emb, m.hidden, m.nz)
+        prior = PriorTilt(m.nz, m.ndf, m.prior_act) if m.prior == "ebm" else None
+        model = cls(decoder, prior, options, info)
+        model.user_networks = ()
+        return model
 
     def init_z(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """``N(0, init_sigma²I)`` in the decoder's dtype (float64 models check gradients)."""
         w = self.generator.out.weight
-        return self.cfg.model.init_sigma * torch.randn(
-            (n, self.cfg.model.nz), generator=generator, device=w.device, dtype=w.dtype)
+        return self.options.init_sigma * torch.randn(
+            (n, self.options.nz), generator=generator, device=w.device, dtype=w.dtype)
 
     def recon_energy(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """``−log p_β(x|z) = −Σ_t log p(x_t | x_<t, z)`` over the non-pad tokens (exact)."""
@@ -80,7 +85,7 @@ class LEBMText(LEBM):
 
     def prior_log_density(self, z: torch.Tensor, log_z: float) -> torch.Tensor:
         """Normalised ``log p_α(z) = −E_α(z) − log Z(α) − (nz/2) log 2πσ_p²`` (Eq. 1)."""
-        s = self.cfg.model.prior_sigma
+        s = self.options.prior_sigma
         return -self.prior_energy(z) - log_z - 0.5 * z.shape[1] * math.log(2 * math.pi * s * s)
 
     def training_batch(self, batch: torch.Tensor) -> torch.Tensor:
@@ -97,13 +102,11 @@ class LEBMText(LEBM):
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
         check_sample_args(n, steps, generator)
-        z = self.sample_prior(n, steps or self.cfg.sample.steps, generator)
-        return self.generator.generate(n, self.info.shape[0], z, generator)
+        z = self.sample_prior(n, steps or self.sample_steps, generator)
+        return self.generator.generate(n, self.require_info("sample").shape[0], z, generator)
 
     def draw(self, path, n):
-        from shortrun.metrics.text import write_sentences
-
-        write_sentences(self.sample(n), self.cfg.data, Path(path).with_suffix(".txt"))
+        write_token_ids(self.sample(n), self.reference_data, Path(path).with_suffix(".txt"))
 
     # --- evaluation ------------------------------------------------------------------------
     def log_px(self, x: torch.Tensor, log_z: float,
@@ -111,7 +114,7 @@ class LEBMText(LEBM):
         """Importance-sampled ``log p(x)`` per sentence (see the module docstring)."""
         from shortrun.metrics.text import fit_gaussian, importance_log_px
 
-        m: LEBMTextOptions = self.cfg.model
+        m: LEBMTextOptions = self.options
         x = trim(x)
         rep = x.repeat(m.nll_chains, 1)
         z = self.sample_posterior(rep, m.eval_post_steps, generator)
@@ -128,6 +131,6 @@ class LEBMText(LEBM):
 
         if self.tilt is None:
             return 0.0
-        m: LEBMTextOptions = self.cfg.model
-        return log_partition(self.tilt, m.nz, m.prior_sigma, m.log_z_samples,
+        m: LEBMTextOptions = self.options
+        return log_partition(self.tilt_value, m.nz, m.prior_sigma, m.log_z_samples,
                              generator=generator)

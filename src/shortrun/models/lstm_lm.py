@@ -19,7 +19,7 @@ from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions
 from shortrun.models.inputs import check_sample_args
-from shortrun.models.text_nets import TokenLSTM
+from shortrun.models.text_nets import TokenLSTM, write_token_ids
 
 
 @dataclass
@@ -42,9 +42,13 @@ class LstmLM(Model):
     name = "lstm_lm"
     Config = LstmLmOptions
 
-    def __init__(self, cfg, info: DataInfo) -> None:
-        super().__init__(cfg, info)
-        m: LstmLmOptions = cfg.model
+    def __init__(self, options: LstmLmOptions | None = None,
+                 info: DataInfo | None = None) -> None:
+        super().__init__(options, info)
+        self._finish_init()
+
+    def setup(self, info: DataInfo) -> None:
+        m: LstmLmOptions = self.options
         self.lm = TokenLSTM(text_vocab_size(info, self.name), m.emb, m.hidden, 0, m.layers,
                             m.dropout)
 
@@ -62,9 +66,8 @@ class LstmLM(Model):
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
         check_sample_args(n, steps, generator)
-        return self.lm.generate(n, self.info.shape[0], generator=generator)
+        return self.lm.generate(n, self.require_info("sample").shape[0], generator=generator)
 
     def draw(self, path, n):
-        from shortrun.metrics.text import write_sentences
+        write_token_ids(self.sample(n), self.reference_data, path.with_suffix(".txt"))
 
-        write_sentences(self.sample(n), self.cfg.data, path.with_suffix(".txt"))

@@ -40,18 +40,18 @@ class BernoulliRBM(RBMBase):
     name = "rbm"
     Config = BernoulliRBMOptions
 
-    def __init__(self, cfg, info) -> None:
+    def setup(self, info) -> None:
         if info.kind != "binary":
             raise ConfigError(f"model rbm needs {{0,1}} data (data kind 'binary'); this dataset "
                               f"is {info.kind!r}: set data.binarize (digits: true, mnist: 0.5) or "
                               "use model grbm for real values")
-        super().__init__(cfg, info)
+        super().setup(info)
         self.register_buffer("mu", torch.zeros(self.n_visible))
         self.register_buffer("lam", torch.zeros(self.n_hidden))
 
     @property
     def centered(self) -> bool:
-        return bool(self.cfg.model.centering)
+        return bool(self.options.centering)
 
     def params(self, fast: bool = False) -> BernoulliRBMParams:
         W, b, c = self.W.detach(), self.b.detach(), self.c.detach()
@@ -64,7 +64,7 @@ class BernoulliRBM(RBMBase):
 
     def on_train_start(self, data) -> None:
         v = data.train.reshape(len(data.train), -1).to(self.W)
-        if self.cfg.model.visible_bias_init == "data":
+        if self.options.visible_bias_init == "data":
             p = v.mean(0).clamp(1e-3, 1 - 1e-3)
             self.b.data.copy_(torch.log(p) - torch.log1p(-p))
         if self.centered:
@@ -83,7 +83,7 @@ class BernoulliRBM(RBMBase):
     def before_gradients(self, pos: GibbsState) -> None:
         if not self.centered:
             return
-        rate = self.cfg.model.offset_rate
+        rate = self.options.offset_rate
         # data-parallel runs: the means of the global batch, so that the offsets (and the bias
         # shifts paired with them, written outside the optimiser) agree on every rank
         means = all_mean_(torch.cat([pos.v.mean(0), pos.h_prob.mean(0)]))

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
+from shortrun.data.base import DataInfo
 from shortrun.energies.rbm import RBMParams
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
-from shortrun.models.base import Model, ModelOptions
+from shortrun.models.base import Model, ModelOptions, OptimOptions, merge_options
 from shortrun.models.inputs import check_batch, check_sample_args
 from shortrun.products import gemm, match_blas_threads
 from shortrun.samplers.gibbs import GibbsState, block_gibbs, hidden_state
@@ -54,7 +56,8 @@ class RBMOptions(ModelOptions):
     init_std: float = fld(0.01, gt=0.0, doc="std of the initial weights")
     visible_bias_init: str = fld("data", choices=("data", "zero"),
                                  doc="data: logit of the pixel means (Hinton's guide §8)")
-    fast_lr: float | None = fld(None, gt=0.0, doc="fast-weight learning rate; default train.lr")
+    fast_lr: float | None = fld(None, gt=0.0,
+                                doc="fast-weight learning rate (undecayed); default train.lr")
     fast_decay: float = fld(0.95, ge=0.0, lt=1.0, doc="fast weights' decay per update")
     sample_steps: int = fld(1000, gt=0, doc="Gibbs sweeps of `shortrun sample`")
     exact_max_bits: int = fld(24, ge=1, le=30,
@@ -102,9 +105,21 @@ class RBMBase(Model):
 
     Config = RBMOptions
 
-    def __init__(self, cfg, info) -> None:
-        super().__init__(cfg, info)
-        m = cfg.model
+    def __init__(self, n_hidden: int | None = None, options: RBMOptions | None = None,
+                 info: DataInfo | None = None, **option_values: Any) -> None:
+        """``BernoulliRBM(n_hidden=20)``: sizes and keyword options (``RBMOptions`` fields,
+        checked like recipe keys); the visible size comes from the data (``info``, or
+        ``shortrun.fit``)."""
+        if n_hidden is not None:
+            option_values["n_hidden"] = n_hidden
+        super().__init__(merge_options(type(self).Config, options, option_values), info)
+        self.fast_lr: float | None = self.options.fast_lr
+        # old checkpoints name the chains ``chains`` / ``tempering.*``: renamed on load
+        self.register_load_state_dict_pre_hook(_migrate_chain_keys)
+        self._finish_init()
+
+    def setup(self, info: DataInfo) -> None:
+        m = self.options
         nv, nh = info.dim, m.n_hidden
         self.n_visible, self.n_hidden = nv, nh
         self.W = nn.Parameter(torch.randn(nv, nh) * m.init_std)
@@ -114,7 +129,6 @@ class RBMBase(Model):
             for name, shape in (("W_fast", (nv, nh)), ("b_fast", (nv,)), ("c_fast", (nh,))):
                 self.register_buffer(name, torch.zeros(shape))
         self.source = chain_source(m, nv)
-        self.register_load_state_dict_pre_hook(_migrate_chain_keys)
 
     # ---------------------------------------------------------------- subclass hooks
     def params(self, fast: bool = False) -> RBMParams:
@@ -130,17 +144,21 @@ class RBMBase(Model):
         """Gradients of parameters beyond (W, b, c), written into ``.grad``."""
 
     def init_chains(self, data: torch.Tensor) -> torch.Tensor:
-        idx = torch.randint(len(data), (self.cfg.model.n_chains,))
+        idx = torch.randint(len(data), (self.options.n_chains,))
         return data[idx].reshape(len(idx), -1).to(self.W)
 
     # ---------------------------------------------------------------- training
     def on_train_start(self, data) -> None:
-        if self.cfg.model.learning == "cd":
+        if self.options.learning == "cd":
             return
         self.source.reset(self.init_chains(data.train))
 
-    def build_optimizers(self) -> dict[str, torch.optim.Optimizer]:
-        t, m = self.cfg.train, self.cfg.model
+    def build_optimizers(self, optim: OptimOptions | None = None,
+                         ) -> dict[str, torch.optim.Optimizer]:
+        """Plain SGD (with ``momentum``) at ``train.lr``; weight decay on ``W`` only. FPCD's
+        fast weights learn at ``model.fast_lr``, default ``train.lr``."""
+        t, m = optim or OptimOptions(), self.options
+        self.fast_lr = m.fast_lr or t.lr
         others = [p for n, p in self.named_parameters() if n != "W"]
         groups = [{"params": [self.W], "weight_decay": t.weight_decay},
                   {"params": others, "weight_decay": 0.0}]
@@ -149,7 +167,7 @@ class RBMBase(Model):
     @torch.no_grad()
     def negative_phase(self, pos: GibbsState) -> GibbsState:
         """The chains' end state, with hidden statistics under the regular parameters."""
-        m = self.cfg.model
+        m = self.options
         if isinstance(self.source, DataSource):  # CD-k: from the positive phase's state
             return block_gibbs(self.params(), self.source.start(len(pos.v), data=pos), m.k)
         fast = m.learning == "fpcd"
@@ -189,7 +207,7 @@ class RBMBase(Model):
         self.extra_grads(pos, neg)
 
     def training_step(self, batch, step, optimizers):
-        m = self.cfg.model
+        m = self.options
         match_blas_threads()
         with torch.no_grad():
             v = batch.reshape(len(batch), -1)
@@ -202,7 +220,7 @@ class RBMBase(Model):
             optimizers["main"].step()
             self.after_step()
             if m.learning == "fpcd":
-                lr = m.fast_lr or self.cfg.train.lr
+                lr = self.fast_lr or OptimOptions().lr
                 for fast, p in ((self.W_fast, self.W), (self.b_fast, self.b),
                                 (self.c_fast, self.c)):
                     fast.mul_(m.fast_decay).add_(p.grad, alpha=-lr)
@@ -219,7 +237,8 @@ class RBMBase(Model):
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
         check_sample_args(n, steps, generator)
-        steps = steps or self.cfg.sample.steps or self.cfg.model.sample_steps
+        self.require_info("sample")
+        steps = steps or self.sample_steps or self.options.sample_steps
         p = self.params()
         v0 = self.start_state(n, generator)
         state = block_gibbs(p, v0, steps, generator=generator)
@@ -254,7 +273,7 @@ class RBMBase(Model):
         from shortrun.estimators.ais import ais_log_partition, base_rate_bias
         from shortrun.estimators.exact import log_partition
 
-        m, p = self.cfg.model, self.params()
+        m, p = self.options, self.params()
         if self.enumerable_bits() <= m.exact_max_bits:
             return log_partition(p), "exact", 0.0
         if data is None:
@@ -277,3 +296,35 @@ class RBMBase(Model):
             v = data[i:i + batch].reshape(-1, self.n_visible).double()
             total += float(p64.free_energy(v).sum())
         return -total / len(data) - log_z
+
+    # ---------------------------------------------------------------- scikit-learn shape
+    def _rows(self, x: torch.Tensor) -> torch.Tensor:
+        """A batch already checked by ``check_batch`` (``(B, *shape)`` or ``(B, n_visible)``)
+        as rows in the weights' dtype and device."""
+        return x.reshape(len(x), -1).to(self.W)
+
+    @torch.no_grad()
+    def transform(self, v: Any) -> torch.Tensor:
+        """Hidden probabilities ``p(h = 1 | v)``, ``(B, n_hidden)``: the learned features."""
+        v = check_batch(v, self.require_info("transform"), "transform", flat_ok=True)
+        return self.params().hidden_prob(self._rows(v))
+
+    @torch.no_grad()
+    def score_samples(self, v: Any, log_z: float | None = None,
+                      generator: torch.Generator | None = None) -> torch.Tensor:
+        """``log p(v) = −F(v) − log Z`` per example (nats, float64). ``log Z`` is exact when
+        the smaller layer is enumerable (``model.exact_max_bits``), else AIS with ``v`` as
+        the base-rate data; pass ``log_z`` to reuse one estimate."""
+        v = check_batch(v, self.require_info("score_samples"), "score_samples", flat_ok=True)
+        x = self._rows(v)
+        if log_z is None:
+            log_z = self.log_z(x, generator)[0]
+        p = self.params()
+        p64 = type(p)(*(t.double() for t in vars(p).values()))
+        return -p64.free_energy(x.double()) - log_z
+
+    def log_likelihood(self, v: Any, log_z: float | None = None,
+                       generator: torch.Generator | None = None) -> float:
+        """Mean ``log p(v)`` over the examples (nats); see :meth:`score_samples`."""
+        v = check_batch(v, self.require_info("log_likelihood"), "log_likelihood", flat_ok=True)
+        return float(self.score_samples(v, log_z, generator).mean())

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shortrun.errors import ConfigError
 
 if TYPE_CHECKING:
     from shortrun.data.base import DataInfo
-    from shortrun.models.base import Model, RunConfig
+    from shortrun.models.base import Model
 
 MODELS: dict[str, str] = {
     "ebm": "shortrun.models.ebm:EBM",
@@ -37,5 +37,8 @@ def model_class(name: str) -> type[Model]:
     return getattr(importlib.import_module(module), cls)
 
 
-def build_model(cfg: RunConfig, info: DataInfo) -> Model:
-    return model_class(cfg.model.name)(cfg, info)
+def build_model(cfg: Any, info: DataInfo) -> Model:
+    """The recipe path: networks built from ``cfg.model``'s names, ``sample.steps`` set."""
+    model = model_class(cfg.model.name).from_config(cfg.model, info)
+    model.sample_steps = cfg.sample.steps
+    return model

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -22,7 +23,7 @@ from shortrun.energies.conditional import AtSigma, NoiseConditionalEnergy
 from shortrun.energies.mlp import ACTIVATIONS, MLPEnergy
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
-from shortrun.models.base import Model, ModelOptions
+from shortrun.models.base import Model, ModelOptions, merge_options
 from shortrun.models.density_eval import DensityEvalMixin
 from shortrun.models.inputs import check_sample_args
 from shortrun.objectives.score_matching import (
@@ -65,28 +66,49 @@ class ScoreOptions(ModelOptions):
 
 
 class ScoreModel(DensityEvalMixin, Model):
-    """One model class behind the three names; ``cfg.model.name`` picks the objective."""
+    """One model class behind the three names; ``options.name`` picks the objective.
+
+    ``DSM(MyEnergy(), sigma=0.1)``: the energy maps ``(B, d)`` to ``(B,)`` (with
+    ``conditional: true``, ``(x, sigma)`` to ``(B,)``); keyword options are ``ScoreOptions``
+    fields. The class picks the objective's default name (``SSM(...)`` is sliced SM).
+    """
 
     name = "dsm"
     Config = ScoreOptions
+    networks = ("energy",)
 
-    def __init__(self, cfg, info: DataInfo) -> None:
-        super().__init__(cfg, info)
-        m: ScoreOptions = cfg.model
+    def __init__(self, energy: torch.nn.Module, options: ScoreOptions | None = None,
+                 info: DataInfo | None = None, **option_values: Any) -> None:
+        if options is None and "name" not in option_values:
+            option_values["name"] = type(self).name
+        super().__init__(merge_options(ScoreOptions, options, option_values), info)
+        self._given(energy=energy)
+        self.energy = energy
+        self._finish_init()
+
+    @classmethod
+    def from_config(cls, options: ScoreOptions, info: DataInfo) -> ScoreModel:
+        m = options
         if m.conditional:
-            self.energy = NoiseConditionalEnergy(info.dim, m.hidden, m.depth, m.act)
+            energy = NoiseConditionalEnergy(info.dim, m.hidden, m.depth, m.act)
         else:
-            self.energy = MLPEnergy(info.dim, m.hidden, m.depth, m.act)
+            energy = MLPEnergy(info.dim, m.hidden, m.depth, m.act)
+        model = cls(energy, options, info)
+        model.user_networks = ()
+        return model
+
+    def setup(self, info: DataInfo) -> None:
+        m: ScoreOptions = self.options
         self.register_buffer("sigmas", geometric_sigmas(m.sigma_max, m.sigma_min, m.n_sigmas)
                              if m.n_sigmas > 1 else torch.tensor([m.sigma]))
         self.noise = NoiseSource(info.shape, m.init_noise, -m.init_scale, m.init_scale,
                                  std=m.init_scale)
 
     def _cond_energy(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-        return self.energy(x, sigma) if self.cfg.model.conditional else self.energy(x)
+        return self.energy(x, sigma) if self.options.conditional else self.energy(x)
 
     def training_step(self, batch, step, optimizers):
-        m: ScoreOptions = self.cfg.model
+        m: ScoreOptions = self.options
         if m.name == "sm":
             out = exact_score_matching(self.energy, batch)
         elif m.name == "ssm":
@@ -100,15 +122,16 @@ class ScoreModel(DensityEvalMixin, Model):
         return dict(out.metrics)
 
     def density_energy(self):
-        if self.cfg.model.conditional:
+        if self.options.conditional:
             return AtSigma(self.energy, float(self.sigmas[-1]))
         return self.energy
 
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
         check_sample_args(n, steps, generator)
-        m: ScoreOptions = self.cfg.model
-        steps = steps or self.cfg.sample.steps or m.langevin_steps
+        m: ScoreOptions = self.options
+        self.require_info("sample")
+        steps = steps or self.sample_steps or m.langevin_steps
         x = self.noise.start(n, generator=generator).to(self.device)
         if not m.conditional:
             x, _ = langevin(self.energy, x, steps, m.step_size, generator=generator)
@@ -121,7 +144,7 @@ class ScoreModel(DensityEvalMixin, Model):
         return x
 
     def draw(self, path: Path, n: int) -> None:
-        if self.info.shape != (2,):
+        if self.require_info("draw").shape != (2,):
             return super().draw(path, n)
         self.draw_2d(self.density_energy(), self.sample(n), path)
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shortrun.data.ptb import BOS_ID, EOS_ID, PAD_ID
+from shortrun.data.ptb import BOS_ID, EOS_ID, PAD_ID, decode
 
 
 def token_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -91,3 +91,14 @@ class TokenLSTM(nn.Module):
                 break
             tok = nxt[:, None]
         return out
+
+
+def write_token_ids(ids: torch.Tensor, data, path) -> None:
+    """The training pictures of a text model: one sentence a line, decoded with the vocabulary
+    of the run's own data (``data.extras["vocab"]``); token ids when there is none."""
+    from pathlib import Path
+
+    vocab = None if data is None else data.extras.get("vocab")
+    rows = decode(ids.cpu(), vocab) if vocab is not None else \
+        [" ".join(str(int(i)) for i in row) for row in ids.cpu().tolist()]
+    Path(path).write_text("\n".join(rows) + "\n", encoding="utf-8")

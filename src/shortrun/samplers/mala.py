@@ -56,8 +56,8 @@ def mala_step(energy_fn: EnergyFn, state: MALAState, *, step_size: float,
                          cached=(state.energy, state.grad))
     energy_y, grad_y = energy_grad(energy_fn, y)
     proposal = MALAState(y, energy_y.detach(), grad_y)
-    log_alpha = ((state.energy - proposal.energy) + _log_q(state.x, y, grad_y, s)
-                 - _log_q(y, state.x, state.grad, s))
+    log_alpha = ((state.energy - proposal.energy)
+                 + _log_q(state.x, y, grad_y, s) - _log_q(y, state.x, state.grad, s))
     new, accept = mh_select(log_alpha, proposal, state, generator)
     return new, MALAInfo(accept, y)
 

@@ -20,7 +20,7 @@ from tqdm import tqdm
 from shortrun.data.base import LoadedData
 from shortrun.data.registry import load_data
 from shortrun.errors import DivergenceError, MissingExtraError, TrainingInterrupted
-from shortrun.models.base import Model
+from shortrun.models.base import Model, OptimOptions
 from shortrun.models.registry import build_model
 from shortrun.train import checkpoint as ckpt
 from shortrun.train import distributed as dist
@@ -67,8 +67,12 @@ def check_finite(metrics: dict[str, float], bound: float, step: int, run_dir: Pa
 
 
 class Trainer:
+    """``Trainer(cfg, run_dir)`` builds the model and data the config names; ``data=`` and
+    ``model=`` hand it ones built in Python instead (the model is bound to the data's info,
+    moved to ``train.device``, and gets its optimisers from ``cfg.train``)."""
+
     def __init__(self, cfg: Config, run_dir: Path, resume: bool = False,
-                 data: LoadedData | None = None) -> None:
+                 data: LoadedData | None = None, model: Model | None = None) -> None:
         self.run_dir = Path(run_dir)
         if data is not None:  # data from Python: the run records it, not cfg.data's dataset
             cfg = adopt_own_data(cfg, data, self.run_dir)
@@ -83,13 +87,19 @@ class Trainer:
         spe = self.batcher.steps_per_epoch
         self.total_steps = t.steps if t.steps is not None else t.epochs * spe
         torch.manual_seed(cfg.train.seed)
-        self.model: Model = build_model(cfg, self.data.info).to(self.device)
+        if model is None:
+            model = build_model(cfg, self.data.info)
+        else:
+            model.bind(self.data.info)
+            model.sample_steps = cfg.sample.steps
+        model.reference_data = self.data
+        self.model: Model = model.to(self.device)
         if self.dist.enabled:
             # every rank runs its own chains: a distinct random stream per rank
             torch.manual_seed(cfg.train.seed + 7919 * self.dist.rank)
         if t.compile:
             self.model.compile_networks(t.compile_backend)
-        self.optimizers = self.model.build_optimizers()
+        self.optimizers = self.model.configure_training(OptimOptions.from_train(t))
         if self.dist.enabled:
             for opt in self.optimizers.values():
                 dist.average_gradients_before_step(opt, self.dist.world)
@@ -134,6 +144,8 @@ class Trainer:
             "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
             "rng": ckpt.rng_state(),
             "config": self.cfg.to_dict(),
+            # networks the user passed in: `shortrun.load` asks for them back by name
+            "user_networks": list(self.model.user_networks),
         }
 
     def save(self) -> None:
