@@ -15,16 +15,10 @@ from typing import NamedTuple
 
 import torch
 
-from shortrun.samplers.langevin import EnergyFn, energy_grad
+from shortrun.samplers.langevin import EnergyFn, GradientState, energy_grad, gradient_state
 from shortrun.samplers.metropolis import MCMCInfo, mh_select
 
-
-class HMCState(NamedTuple):
-    """Position ``x`` of every chain, with ``E(x)`` and ``∇ₓE(x)`` there."""
-
-    x: torch.Tensor
-    energy: torch.Tensor
-    grad: torch.Tensor
+HMCState = GradientState  # position, energy and gradient (shared with the other kernel)
 
 
 class HMCInfo(NamedTuple):
@@ -34,9 +28,7 @@ class HMCInfo(NamedTuple):
     proposal_energy: torch.Tensor
 
 
-def hmc_init(energy_fn: EnergyFn, x: torch.Tensor) -> HMCState:
-    energy, grad = energy_grad(energy_fn, x.detach())
-    return HMCState(x.detach(), energy.detach(), grad)
+hmc_init = gradient_state
 
 
 def _kinetic(p: torch.Tensor) -> torch.Tensor:

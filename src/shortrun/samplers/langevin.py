@@ -32,6 +32,22 @@ class LangevinInfo(NamedTuple):
     grad_norm: torch.Tensor
 
 
+class GradientState(NamedTuple):
+    """Position ``x`` of every chain, with ``E(x)`` and ``∇ₓE(x)`` there: the state of the
+    gradient-based Metropolis kernels (MALA, HMC), so a step reuses the current energy and
+    gradient instead of recomputing them."""
+
+    x: torch.Tensor
+    energy: torch.Tensor
+    grad: torch.Tensor
+
+
+def gradient_state(energy_fn: EnergyFn, x: torch.Tensor) -> GradientState:
+    """The first :class:`GradientState` of chains at ``x``."""
+    energy, grad = energy_grad(energy_fn, x.detach())
+    return GradientState(x.detach(), energy.detach(), grad)
+
+
 def energy_grad(
     energy_fn: EnergyFn, x: torch.Tensor, create_graph: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,18 +16,19 @@ from typing import NamedTuple
 
 import torch
 
-from shortrun.samplers.langevin import EnergyFn, energy_grad, langevin_step
+from shortrun.samplers.langevin import (
+    EnergyFn,
+    GradientState,
+    energy_grad,
+    gradient_state,
+    langevin_step,
+)
 from shortrun.samplers.metropolis import MCMCInfo, mh_select
 
 __all__ = ["MALAInfo", "MALAState", "MCMCInfo", "mala", "mala_init", "mala_step"]
 
 
-class MALAState(NamedTuple):
-    """Position ``x`` of every chain, with ``E(x)`` and ``∇ₓE(x)`` there."""
-
-    x: torch.Tensor
-    energy: torch.Tensor
-    grad: torch.Tensor
+MALAState = GradientState  # position, energy and gradient (shared with the other kernel)
 
 
 class MALAInfo(NamedTuple):
@@ -37,9 +38,7 @@ class MALAInfo(NamedTuple):
     proposal: torch.Tensor
 
 
-def mala_init(energy_fn: EnergyFn, x: torch.Tensor) -> MALAState:
-    energy, grad = energy_grad(energy_fn, x.detach())
-    return MALAState(x.detach(), energy.detach(), grad)
+mala_init = gradient_state
 
 
 def _log_q(to: torch.Tensor, frm: torch.Tensor, grad_frm: torch.Tensor, s: float) -> torch.Tensor:
