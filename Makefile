@@ -25,7 +25,7 @@ demo: setup
 	echo "demo run: $$d (eval.json, samples/, samples.png)"
 
 test: setup
-	$(PY) -m ruff check src tests bench
+	$(PY) -m ruff check src tests bench examples
 	$(PY) -m pytest -q -rs
 
 # Every listed single-line mutant (tests/mutants/mutants.py) must fail its tests; 2 jobs.
@@ -33,7 +33,7 @@ mutants: setup
 	$(PY) tests/mutants/run.py --jobs 2
 
 lint: setup
-	$(PY) -m ruff check src tests bench
+	$(PY) -m ruff check src tests bench examples
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache
