@@ -56,6 +56,14 @@ def test_float64_and_autograd_inputs_take_the_plain_route():
     assert out.requires_grad and torch.allclose(out, a @ b)
 
 
+def test_a_bias_that_needs_autograd_is_never_given_a_memoised_fast_route(monkeypatch):
+    monkeypatch.delenv("SHORTRUN_ROUTE")
+    a, b, c = torch.rand(8, 5), torch.rand(5, 3), torch.rand(3)
+    route_for(a, b, c)  # memoised for these shapes
+    c.requires_grad_(True)
+    assert route_for(a, b, c) == "torch" and affine(a, b, c).requires_grad
+
+
 def test_the_onednn_pin_is_the_old_fixed_order(mkldnn_enabled):
     """The tests' pin (conftest) reproduces the route of before measurement: oneDNN when
     usable, NumPy at one thread without it, torch at two."""

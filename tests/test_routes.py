@@ -102,5 +102,8 @@ def test_an_unknown_pin_names_the_routes(monkeypatch):
                               "numpy, or unset it to choose by measurement")
 
 
-def test_the_real_timer_returns_a_best_of_seconds():
-    assert 0.0 <= routes.measure("torch", lambda: None) < routes.BUDGET_S * 10
+def test_the_real_timer_runs_the_call_and_returns_seconds():
+    calls = []
+    seconds = routes.measure("torch", lambda: calls.append(1))
+    assert 2 <= len(calls) <= routes.REPEATS + 1  # a warm-up, then best of at most REPEATS
+    assert seconds >= 0.0 and seconds != float("inf")

@@ -94,11 +94,14 @@ def fixed_route(*ts: torch.Tensor) -> str:
     return "torch"
 
 
-def _measurable(a: torch.Tensor, b: torch.Tensor) -> bool:
-    # attribute checks only: this runs on every product
+def _measurable(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    # attribute checks only: this runs on every product. Everything the memo key leaves out
+    # (grad, device, dtype of the bias) is settled here, so a memoised route always applies.
     return (a.is_cpu and b.is_cpu and not (a.requires_grad or b.requires_grad)
             and a.dtype == b.dtype and a.dtype in (torch.float32, torch.float64)
-            and a.dim() == 2 and b.dim() == 2 and not autocast_bf16())
+            and a.dim() == 2 and b.dim() == 2 and not autocast_bf16()
+            and (bias is None or (bias.is_cpu and not bias.requires_grad
+                                  and bias.dtype == a.dtype)))
 
 
 def _layout(t: torch.Tensor) -> str:
@@ -152,7 +155,7 @@ def route_for(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None
     the fixed order for what is not measured. The pin (``SHORTRUN_ROUTE...``) and the choice
     are settled at a shape's first product and memoised (:data:`shortrun.routes.MEMO`;
     :func:`shortrun.routes.forget` makes a changed pin count)."""
-    if not _measurable(a, b):
+    if not _measurable(a, b, bias):
         ts = (a, b) if bias is None else (a, b, bias)
         pinned = routes.pinned_route(family, ROUTES)
         return pinned if pinned is not None and _applies(pinned, ts) else fixed_route(*ts)
