@@ -74,6 +74,21 @@ def _quiet_threads():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _pinned_routes(tmp_path_factory, monkeypatch):
+    """Results must not depend on timing: every test runs the products by the route they took
+    before routes were measured (oneDNN when usable, else the fixed order), and a measuring
+    test writes its route cache under a temporary folder, never the user's ~/.cache."""
+    from shortrun import routes
+
+    monkeypatch.setenv("SHORTRUN_ROUTE", "onednn")
+    monkeypatch.delenv("SHORTRUN_ROUTE_RBM", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+    routes.forget()
+    yield
+    routes.forget()
+
+
 @pytest.fixture
 def data_dir() -> Path:
     path = os.environ.get("SHORTRUN_DATA")

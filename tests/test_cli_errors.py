@@ -126,3 +126,15 @@ def test_unknown_device_name(tmp_path, capsys, tiny_ebm_overrides):
                        *_sets([*tiny_ebm_overrides, "train.device=gpu"]))
     assert code == 2 and one_line(err), err
     assert "train.device='gpu' is not a device; use cpu, cuda, cuda:N or mps" in err
+
+
+def test_bf16_on_a_cpu_without_native_bf16(tmp_path, capsys, tiny_ebm_overrides, monkeypatch):
+    from shortrun import hardware
+
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
+    code, _, err = run(capsys, "train", "--out", str(tmp_path / "run"),
+                       *_sets([*tiny_ebm_overrides, "train.precision=bf16"]))
+    assert code == 2 and one_line(err), err
+    assert "train.precision=bf16 needs the CPU's AVX512-BF16 or AMX-BF16" in err
+    assert err.rstrip().endswith("use train.precision=fp32")
+    assert not (tmp_path / "run").exists()

@@ -26,7 +26,8 @@ FLOORS: dict[str, int] = {
     "shortrun.samplers": 1, "shortrun.energies": 1, "shortrun.objectives": 1, "shortrun.data": 1,
     "shortrun.errors": 0, "shortrun.fields": 0, "shortrun.plotting": 0,
     "shortrun.collectives": 0, "shortrun.onednn": 0, "shortrun.extras": 0,
-    "shortrun.version": 0, "shortrun.products": 0,
+    "shortrun.version": 0, "shortrun.products": 0, "shortrun.hardware": 0,
+    "shortrun.routes": 0,
 }
 
 

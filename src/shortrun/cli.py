@@ -1,4 +1,5 @@
-"""Command line: ``shortrun recipes | config | train | sample | eval | report``, ``--version``.
+"""Command line: ``shortrun recipes | config | train | sample | eval | report | info``,
+``--version``.
 
 Every user error is one line on stderr and an exit code (2: bad config or options;
 1: missing data, bad checkpoint; 3: training diverged) — never a traceback.
@@ -89,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, help="folder for index.html and its PNGs")
     r.add_argument("--force", action="store_true",
                    help="write into an --out folder that already has files")
+
+    i = sub.add_parser("info", help="this machine and build: CPU model and flags, threads, "
+                       "BLAS/oneDNN, measured GEMM peak, bf16, the product routes (~1 s)")
+    i.add_argument("--threads", type=int, default=None,
+                   help="torch threads to measure with (default: torch's own)")
     return p
 
 
@@ -236,8 +242,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_info(args: argparse.Namespace) -> int:
+    import torch
+
+    from shortrun.info import info_lines
+
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ConfigError(f"--threads {args.threads}: use a count of 1 or more")
+        torch.set_num_threads(args.threads)
+    for line in info_lines():
+        print(line, flush=True)
+    return 0
+
+
 COMMANDS = {"recipes": cmd_recipes, "config": cmd_config, "train": cmd_train,
-            "sample": cmd_sample, "eval": cmd_eval, "report": cmd_report}
+            "sample": cmd_sample, "eval": cmd_eval, "report": cmd_report, "info": cmd_info}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,21 @@
-"""Matrix products outside autograd, routed to the fastest CPU implementation that applies.
+"""Matrix products outside autograd, by the CPU route measured fastest on this machine.
 
 The RBM's block-Gibbs kernel and its closed-form update spend their time in skinny products
-(batch 100 × 784 × 500 and the like). On CPU, float32, oneDNN's JIT kernels
-(:mod:`shortrun.onednn`) run them about 2× torch's BLAS on the benchmark machine; without
-oneDNN, NumPy's BLAS single-threaded is about 1.1× torch's (bench/results_rbm.md). Every route
-computes the same product in a different summation order; ``tests/test_products.py`` checks
-each against float64.
+(batch 100 × 784 × 500, and 100 × 64 × 20 for ``rbm_digits``). Three routes compute them:
+torch's BLAS (``torch.addmm``; MKL in the x86 wheels), oneDNN's JIT kernels
+(:mod:`shortrun.onednn`) and NumPy's BLAS (OpenBLAS; the tensors share memory). Which is
+fastest depends on the machine: oneDNN ran about 2× torch's BLAS on the AMD EPYC of
+bench/results_rbm.md and 0.74× on an Intel Xeon (issue 16); a 100×64×20 product pays more in
+thread wake-ups than it computes. So the route *and* the thread count (the current one, or one
+thread for the call) are chosen by :func:`shortrun.routes.choose`, which times them at first use
+per shape bucket and caches the winner. ``SHORTRUN_ROUTE=torch|onednn|numpy`` (or
+``SHORTRUN_ROUTE_RBM``) pins one.
+
+Every route computes the same product in a different summation order, and none is a candidate
+before it passed the float64 cross-check (:func:`route_works`; ``tests/test_products.py``).
+What is *not* measured: products that need autograd, are not float32/float64 on CPU, or run
+under bf16 autocast — those take the fixed order this module always had (:func:`fixed_route`:
+oneDNN when usable, else NumPy at one thread, else torch).
 
 Side effect, process-wide: :func:`match_blas_threads` caps NumPy's BLAS thread pool (through
 threadpoolctl) at torch's thread count, so the two pools do not spin against each other.
@@ -13,39 +23,183 @@ threadpoolctl) at torch's thread count, so the two pools do not spin against eac
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
-from shortrun.onednn import onednn_linear, onednn_usable
+from shortrun import routes
+from shortrun.onednn import autocast_bf16, onednn_linear, onednn_usable
+
+ROUTES = ("torch", "onednn", "numpy")
+FAMILY = "rbm"  # the RBM GEMMs; the one product family routed here so far
+
+Impl = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 
 
-def _numpy_gemm_ok(*ts: torch.Tensor) -> bool:
-    # Single-threaded only: with more threads, NumPy's OpenBLAS pool and torch's OpenMP pool
-    # spin against each other (measured 6× slower on 2 shared cores, bench/results_rbm.md).
-    return torch.get_num_threads() == 1 and all(t.device.type == "cpu" and not t.requires_grad
-               and t.dtype in (torch.float32, torch.float64) and t.dtype == ts[0].dtype
-               for t in ts)
+def _torch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return a @ b if bias is None else torch.addmm(bias, a, b)
+
+
+def _onednn(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return onednn_linear(a, b.t(), bias)
+
+
+def _numpy(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    out = torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
+    return out if bias is None else out.add_(bias)
+
+
+IMPLS: dict[str, Impl] = {"torch": _torch, "onednn": _onednn, "numpy": _numpy}
+_WORKS: dict[tuple[str, torch.dtype], bool] = {}
+
+
+def route_works(route: str, dtype: torch.dtype) -> bool:
+    """The float64 cross-check, once per route and dtype: a product of transposed views with
+    a bias agrees with float64 to the dtype's rounding (any exception: the route is out)."""
+    if (route, dtype) not in _WORKS:
+        g = torch.Generator().manual_seed(0)
+        a = torch.randn(7, 5, generator=g, dtype=dtype)
+        b = torch.randn(6, 5, generator=g, dtype=dtype).t()  # a transposed view, as the RBM
+        bias = torch.randn(6, generator=g, dtype=dtype)
+        ref = a.double() @ b.double() + bias.double()
+        tol = 1e-5 if dtype == torch.float32 else 1e-12
+        try:
+            out = IMPLS[route](a, b, bias)
+            ok = out.dtype == dtype and torch.allclose(out.double(), ref, rtol=tol, atol=tol)
+        except Exception:  # a private op or a foreign BLAS may fail in any way: not a route
+            ok = False
+        _WORKS[(route, dtype)] = bool(ok)
+    return _WORKS[(route, dtype)]
+
+
+def _applies(route: str, ts: tuple[torch.Tensor, ...]) -> bool:
+    if route == "onednn":
+        return onednn_usable(*ts)
+    if route == "numpy":
+        return all(t.device.type == "cpu" and not t.requires_grad
+                   and t.dtype in (torch.float32, torch.float64) and t.dtype == ts[0].dtype
+                   for t in ts)
+    return True
+
+
+def fixed_route(*ts: torch.Tensor) -> str:
+    """The route before measurement existed: oneDNN when usable, else NumPy's BLAS when torch
+    runs one thread (with more, NumPy's OpenBLAS pool and torch's OpenMP pool spin against
+    each other: 6× slower on 2 shared cores, bench/results_rbm.md), else torch."""
+    if _applies("onednn", ts):
+        return "onednn"
+    if torch.get_num_threads() == 1 and _applies("numpy", ts):
+        return "numpy"
+    return "torch"
+
+
+def _measurable(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    # attribute checks only: this runs on every product. Everything the memo key leaves out
+    # (grad, device, dtype of the bias) is settled here, so a memoised route always applies.
+    return (a.is_cpu and b.is_cpu and not (a.requires_grad or b.requires_grad)
+            and a.dtype == b.dtype and a.dtype in (torch.float32, torch.float64)
+            and a.dim() == 2 and b.dim() == 2 and not autocast_bf16()
+            and (bias is None or (bias.is_cpu and not bias.requires_grad
+                                  and bias.dtype == a.dtype)))
+
+
+def _layout(t: torch.Tensor) -> str:
+    return "T" if t.stride(0) == 1 and t.shape[0] > 1 else "N"
+
+
+def route_key(family: str, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> str:
+    """``family|dtype|threads=N|MxKxN (power-of-two buckets)|layouts|bias``: a cache key."""
+    (m, k), n = a.shape, b.shape[1]
+    dims = "x".join(str(routes.bucket(d)) for d in (m, k, n))
+    return (f"{family}|{str(a.dtype).removeprefix('torch.')}|threads={torch.get_num_threads()}"
+            f"|{dims}|{_layout(a)}{_layout(b)}|{'bias' if bias is not None else 'nobias'}")
+
+
+def _on_threads(impl: Impl, threads: int) -> Impl:
+    """``impl`` run with torch at ``threads`` threads for the one call (a 100×64×20 product
+    pays more for waking a second thread than it computes; issue 16, deliverable 4)."""
+    def run(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return impl(a, b, bias)
+        finally:
+            torch.set_num_threads(before)
+    return run
+
+
+def candidates(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> dict[str, Impl]:
+    """Every route that applies to these tensors and passed :func:`route_works`, at the
+    current thread count (``torch``) and, with more than one thread, at one (``torch@1``).
+    NumPy only when torch runs one thread: its pool is matched to torch's
+    (:func:`match_blas_threads`), and two busy pools spin against each other."""
+    ts = (a, b) if bias is None else (a, b, bias)
+    n = torch.get_num_threads()
+    if n == 1 and _applies("numpy", ts):
+        match_blas_threads()  # time NumPy as the Trainer runs it
+    out: dict[str, Impl] = {}
+    for route in ROUTES:
+        if route == "numpy" and n > 1:
+            continue
+        if _applies(route, ts) and route_works(route, a.dtype):
+            out[route] = IMPLS[route]
+            if n > 1:
+                out[f"{route}@1"] = _on_threads(IMPLS[route], 1)
+    return out
+
+
+def route_for(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
+              family: str = FAMILY) -> str:
+    """The route name (``onednn``, ``torch@1``, ...) this product takes: pinned, measured, or
+    the fixed order for what is not measured. The pin (``SHORTRUN_ROUTE...``) and the choice
+    are settled at a shape's first product and memoised (:data:`shortrun.routes.MEMO`;
+    :func:`shortrun.routes.forget` makes a changed pin count)."""
+    if not _measurable(a, b, bias):
+        ts = (a, b) if bias is None else (a, b, bias)
+        pinned = routes.pinned_route(family, ROUTES)
+        return pinned if pinned is not None and _applies(pinned, ts) else fixed_route(*ts)
+    # the hot path: one tuple and a dict lookup per product (a 100×64×20 product takes ~6 µs)
+    memo_key = (family, a.dtype, a.shape, b.shape, a.stride(), b.stride(), bias is None,
+                torch.get_num_threads(), torch._C._get_mkldnn_enabled())
+    name = routes.MEMO.get(memo_key)
+    if name is None:
+        name = routes.MEMO[memo_key] = _first_route(a, b, bias, family)
+    return name
+
+
+def _first_route(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
+                 family: str) -> str:
+    ts = (a, b) if bias is None else (a, b, bias)
+    pinned = routes.pinned_route(family, ROUTES)
+    if pinned is not None:
+        return pinned if _applies(pinned, ts) else fixed_route(*ts)
+    cands = candidates(a, b, bias)
+    if len(cands) == 1:
+        return next(iter(cands))
+    if not cands:
+        return fixed_route(*ts)
+    key = route_key(family, a, b, bias)
+    return routes.choose(key, {name: (lambda f=f: f(a, b, bias)) for name, f in cands.items()})
+
+
+def _run(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return _BY_NAME[route_for(a, b, bias)](a, b, bias)
+
+
+# every name route_for can return: a route at the current threads, or at one (``torch@1``)
+_BY_NAME: dict[str, Impl] = {**IMPLS, **{f"{r}@1": _on_threads(f, 1) for r, f in IMPLS.items()}}
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b`` for tensors outside autograd, through the fastest CPU route that applies:
-    oneDNN for float32 (:mod:`shortrun.onednn`; about 2× torch's BLAS on the RBM's skinny
-    products on the benchmark machine, bench/results_rbm.md), else NumPy's BLAS single-threaded
-    (1.1× torch's there; the tensors share memory), else torch. Transposed views are fine."""
-    if onednn_usable(a, b):
-        return onednn_linear(a, b.t())
-    if _numpy_gemm_ok(a, b):
-        return torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
-    return a @ b
+    """``a @ b`` for tensors outside autograd, by the route :func:`route_for` picks.
+    Transposed views are fine (no copy on any route)."""
+    return _run(a, b, None)
 
 
 def affine(x: torch.Tensor, W: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """``bias + x @ W`` (torch.addmm semantics), by the same routes as :func:`gemm`."""
-    if onednn_usable(x, W, bias):
-        return onednn_linear(x, W.t(), bias)
-    if _numpy_gemm_ok(x, W, bias):
-        return gemm(x, W).add_(bias)
-    return torch.addmm(bias, x, W)
+    return _run(x, W, bias)
 
 
 _blas_threads: int | None = None

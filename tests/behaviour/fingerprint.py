@@ -22,8 +22,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import platform
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -109,6 +111,25 @@ def fingerprint_state(state: dict[str, torch.Tensor]) -> dict:
     return {"exact": hashlib.sha256("".join(digests).encode()).hexdigest(), "summary": summary}
 
 
+@contextmanager
+def old_product_route():
+    """The RBM products by the route they took when the record was made (oneDNN when usable,
+    else the fixed order), not by a timing that may pick another summation order (issue 16)."""
+    from shortrun import routes
+
+    before = os.environ.get("SHORTRUN_ROUTE")
+    os.environ["SHORTRUN_ROUTE"] = "onednn"
+    routes.forget()
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["SHORTRUN_ROUTE"]
+        else:
+            os.environ["SHORTRUN_ROUTE"] = before
+        routes.forget()
+
+
 def run_recipe(recipe: str) -> dict:
     """Train ``recipe`` for ``STEPS`` steps at the tiny size; fingerprint the model state."""
     from shortrun.train.config import resolve
@@ -116,7 +137,7 @@ def run_recipe(recipe: str) -> dict:
 
     cfg = resolve(recipe, tiny_overrides(recipe))
     data = tiny_data(cfg)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, old_product_route():
         trainer = Trainer(cfg, Path(tmp) / "run", data=data)
         trainer.fit()
         state = trainer.model.state_dict()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from shortrun.errors import ConfigError
+from shortrun.hardware import require_native_bf16
 
 
 def resolve_device(name: str) -> torch.device:
@@ -26,3 +27,10 @@ def resolve_device(name: str) -> torch.device:
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise ConfigError(f"train.device={name}: MPS is not available here; use cpu")
     return device
+
+
+def check_precision(precision: str, device: torch.device) -> None:
+    """``train.precision=bf16`` only where ``device`` has bf16 natively (issue 16): emulated bf16
+    is slower than fp32, so it is refused with a one-line ConfigError naming what is missing."""
+    if precision == "bf16":
+        require_native_bf16(device)

@@ -26,7 +26,7 @@ from shortrun.train import checkpoint as ckpt
 from shortrun.train import distributed as dist
 from shortrun.train.batcher import EpochBatcher
 from shortrun.train.config import Config, save_config
-from shortrun.train.device import resolve_device
+from shortrun.train.device import check_precision, resolve_device
 from shortrun.train.logger import MetricsLogger, RunningMean
 from shortrun.train.own_data import adopt_own_data, write_own_data
 from shortrun.train.progress import ProgressLines, metric_rows
@@ -79,6 +79,7 @@ class Trainer:
         self.cfg = cfg
         configure_torch(cfg)
         self.device = resolve_device(cfg.train.device)
+        check_precision(cfg.train.precision, self.device)
         self.dist = dist.init_from_env(cfg.train.device)
         self.data = data if data is not None else load_data(cfg.data)
         self.batcher = EpochBatcher(len(self.data.train), cfg.train.batch_size, cfg.train.seed,

@@ -1,0 +1,131 @@
+"""``shortrun info``: what this machine and build do, so a speed claim can say where it ran.
+
+Prints the CPU model and the flags the GEMM kernels dispatch on, torch's threads, torch's and
+NumPy's BLAS builds, a measured float32 GEMM peak (a 1024³ product through ``torch.mm``,
+oneDNN and NumPy, best of a few; about a second), whether bf16 is native (and its oneDNN peak
+where it is), and the route each product family takes here (issue 16, deliverable 1).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from shortrun import hardware, products, routes
+from shortrun.onednn import onednn_linear, onednn_linear_works
+
+PEAK_N = 1024
+# the RBM products a recipe runs: (label, batch, visible, hidden)
+RBM_SHAPES = (("rbm_digits, 100×64×20", 100, 64, 20), ("MNIST, 100×784×500", 100, 784, 500))
+
+
+def torch_build() -> dict[str, str]:
+    """BLAS, oneDNN and CPU capability from ``torch.__config__.show()`` (minimal parsing: the
+    text is for humans; a line that is not found is reported as such)."""
+    text = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=(\w+)", text)
+    mkl = re.search(r"^\s*- (Intel\(R\) oneAPI Math Kernel Library Version [^\n]*?)(?: for |$)",
+                    text, re.M)
+    dnn = re.search(r"^\s*- (?:Intel\(R\) MKL-DNN|oneDNN) (v[\d.]+)", text, re.M)
+    cap = re.search(r"CPU capability usage: (\w+)", text)
+    return {"blas": (blas.group(1) if blas else "not reported")
+            + (f" ({mkl.group(1)})" if mkl else ""),
+            "onednn": dnn.group(1) if dnn else "not reported",
+            "capability": cap.group(1) if cap else "not reported"}
+
+
+def numpy_blas() -> str:
+    """NumPy's BLAS library, version, kernel architecture and thread count (threadpoolctl)."""
+    from threadpoolctl import threadpool_info
+
+    libs = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"
+            and "numpy" in lib.get("filepath", "")] or \
+        [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    if not libs:
+        return "not found by threadpoolctl"
+    lib = libs[0]
+    arch = f", {lib['architecture']} kernels" if lib.get("architecture") else ""
+    return (f"{lib.get('internal_api')} {lib.get('version')}{arch}, "
+            f"{lib.get('num_threads')} threads")
+
+
+def _gflops(fn: Callable[[], object], n: int) -> float:
+    return 2 * n ** 3 / routes.measure("peak", fn) / 1e9
+
+
+def gemm_peaks(n: int | None = None) -> dict[str, float]:
+    """GFLOP/s of an ``n``³ (default :data:`PEAK_N`) float32 product per route, and bf16
+    through oneDNN where bf16 is native."""
+    n = n or PEAK_N
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+    out = {"torch.mm": _gflops(lambda: torch.mm(a, b), n)}
+    if torch.backends.mkldnn.is_available() and onednn_linear_works(torch.float32):
+        out["oneDNN"] = _gflops(lambda: onednn_linear(a, b.t()), n)
+    an, bn = a.numpy(), b.numpy()
+    out["NumPy"] = _gflops(lambda: np.matmul(an, bn), n)
+    if hardware.has_native_bf16("cpu") and onednn_linear_works(torch.bfloat16):
+        a16, b16 = a.bfloat16(), b.bfloat16()
+        out["oneDNN bf16"] = _gflops(
+            lambda: torch.ops.mkldnn._linear_pointwise(a16, b16.t(), None, "none", [], ""), n)
+    return out
+
+
+def rbm_routes() -> list[str]:
+    """The route the RBM's hidden-unit product takes for each shape, and what was measured."""
+    lines = []
+    for label, batch, n_vis, n_hid in RBM_SHAPES:
+        v, W, c = torch.rand(batch, n_vis).round(), torch.randn(n_vis, n_hid), torch.randn(n_hid)
+        name = products.route_for(v, W, c)
+        entry = routes.remembered().get(products.route_key(products.FAMILY, v, W, c))
+        how = ("pinned" if routes.pinned_route(products.FAMILY, products.ROUTES) else
+               "measured " + ", ".join(f"{k} {t:g} µs" for k, t in entry["us"].items())
+               if entry else "the only candidate")
+        lines.append(f"route rbm ({label}): {name} ({how})")
+    return lines
+
+
+def info_lines() -> list[str]:
+    """Everything ``shortrun info`` prints, one ``name: value`` line each."""
+    from shortrun.version import __version__
+
+    products.match_blas_threads()  # NumPy's pool at torch's count, as in training
+    n = torch.get_num_threads()
+    threads = f"{n} thread{'s' if n != 1 else ''}"
+    flags = hardware.cpu_flags()
+    have = [f for f in hardware.RELEVANT_FLAGS if f in flags]
+    lack = [f for f in hardware.RELEVANT_FLAGS if f not in flags]
+    build = torch_build()
+    missing = hardware.bf16_missing("cpu")
+    peaks = gemm_peaks()
+    lines = [
+        f"shortrun: {__version__} (Python {platform.python_version()}, NumPy {np.__version__})",
+        f"cpu: {hardware.cpu_model()} ({os.cpu_count()} logical CPUs)",
+        f"cpu flags: {' '.join(have) or 'none of interest'}"
+        + (f" (absent: {' '.join(lack)})" if lack else ""),
+        f"torch: {torch.__version__}, {threads} "
+        f"(interop {torch.get_num_interop_threads()})",
+        f"torch BLAS: {build['blas']}",
+        f"torch oneDNN: {build['onednn']} (enabled: {torch.backends.mkldnn.enabled}, "
+        f"linear probe: {'passes' if onednn_linear_works() else 'fails'}), "
+        f"CPU capability {build['capability']}",
+        f"NumPy BLAS: {numpy_blas()}",
+        "bf16 native: " + ("yes" if missing is None else f"no (needs {missing})"),
+        f"fp32 GEMM peak ({PEAK_N}³, {threads}): "
+        + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items() if "bf16" not in k),
+    ]
+    if "oneDNN bf16" in peaks:
+        lines.append(f"bf16 GEMM peak ({PEAK_N}³, {threads}): "
+                     f"oneDNN {peaks['oneDNN bf16']:.0f} GFLOP/s")
+    lines += rbm_routes()
+    lines += ["route mlp energy fast path: oneDNN for batches of 256 or more (fixed, not "
+              "measured)",
+              "route lebm generator convolutions: torch (fixed, not measured)",
+              f"route cache: {routes.cache_path()} (safe to delete; SHORTRUN_ROUTE="
+              "torch|onednn|numpy pins a route)"]
+    return lines

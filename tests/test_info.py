@@ -1,0 +1,65 @@
+"""``shortrun info``: every line is there (the numbers are the machine's, not checked)."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from shortrun import info, routes
+from shortrun.cli import main
+
+EXPECTED = [
+    r"shortrun: \S+ \(Python \S+, NumPy \S+\)",
+    r"cpu: .+ \(\d+ logical CPUs\)",
+    r"cpu flags: .+",
+    r"torch: \S+, 1 thread \(interop \d+\)",
+    r"torch BLAS: .+",
+    r"torch oneDNN: .+ \(enabled: (True|False), linear probe: (passes|fails)\), CPU capability \w+",
+    r"NumPy BLAS: .+",
+    r"bf16 native: (yes|no \(needs .+\))",
+    r"fp32 GEMM peak \(64³, 1 thread\): torch\.mm \d+ GFLOP/s, .*NumPy \d+ GFLOP/s",
+    r"route rbm \(rbm_digits, 100×64×20\): (torch|onednn|numpy)(@1)? \(.+\)",
+    r"route rbm \(MNIST, 100×784×500\): (torch|onednn|numpy)(@1)? \(.+\)",
+    r"route mlp energy fast path: .+",
+    r"route lebm generator convolutions: .+",
+    r"route cache: .+routes\.json .+",
+]
+
+
+def test_info_prints_every_line(capsys, monkeypatch):
+    monkeypatch.setattr(info, "PEAK_N", 64)  # the lines, not the peak: keep it short
+    assert main(["info", "--threads", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for pattern in EXPECTED:
+        assert any(re.fullmatch(pattern, line) for line in lines), (pattern, lines)
+    assert any(line.endswith("(pinned)") for line in lines if line.startswith("route rbm"))
+
+
+def test_the_peak_is_measured_on_each_route():
+    peaks = info.gemm_peaks(64)
+    assert {"torch.mm", "NumPy"} <= set(peaks) and all(v > 0 for v in peaks.values())
+
+
+def test_unpinned_routes_show_what_was_measured(monkeypatch):
+    monkeypatch.delenv("SHORTRUN_ROUTE")
+    monkeypatch.setattr(routes, "measure", lambda name, fn: 2.0 if name == "torch" else 1.0)
+    lines = info.rbm_routes()
+    assert all(re.search(r"\(measured (\w+ [\d.e+]+ µs, )*torch 2e\+06 µs", s) for s in lines)
+
+
+def test_torch_build_is_parsed_minimally(monkeypatch):
+    monkeypatch.setattr(torch.__config__, "show", lambda: (
+        "  - Intel(R) oneAPI Math Kernel Library Version 2024.2-Product Build 1 for Intel(R) 64\n"
+        "  - Intel(R) MKL-DNN v3.12.0 (Git Hash abc)\n  - CPU capability usage: AVX2\n"
+        "  - Build settings: BLAS_INFO=mkl, BUILD_TYPE=Release"))
+    assert info.torch_build() == {
+        "blas": "mkl (Intel(R) oneAPI Math Kernel Library Version 2024.2-Product Build 1)",
+        "onednn": "v3.12.0", "capability": "AVX2"}
+    monkeypatch.setattr(torch.__config__, "show", lambda: "something else")
+    assert set(info.torch_build().values()) == {"not reported"}
+
+
+def test_info_refuses_zero_threads(capsys):
+    assert main(["info", "--threads", "0"]) == 2
+    assert "--threads 0: use a count of 1 or more" in capsys.readouterr().err
