@@ -246,7 +246,7 @@ def main() -> None:
     names = [n for k in keys for n in SECTIONS[k]]
     ready = prepare_runs(names, args.runs, args.overrides, args.jobs, args.busy_minutes,
                          args.no_train)
-    wall1, (cpu1, child1) = time.perf_counter(), cpu_now()
+    wall1, (_, child1) = time.perf_counter(), cpu_now()
     numbers: dict[str, Any] = {}
     timing = {"train": {"wall_s": round(wall1 - wall0, 1), "cpu_s": round(child1 - child0, 1)}}
     args.out.mkdir(parents=True, exist_ok=True)
