@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: setup demo test lint mutants clean
+.PHONY: setup demo test lint mutants gallery clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
@@ -31,6 +31,11 @@ test: setup
 # Every listed single-line mutant (tests/mutants/mutants.py) must fail its tests; 2 jobs.
 mutants: setup
 	$(PY) tests/mutants/run.py --jobs 2
+
+# The latent-model pictures of docs/lebm.md, docs/dual_mcmc.md, docs/text.md (bench/gallery.py):
+# finished runs in runs/gallery are reused, missing ones trained (2 at a time); ~60 CPU min from scratch.
+gallery: setup
+	$(PY) bench/gallery.py --runs runs/gallery --out docs/img $(GALLERY_ARGS)
 
 lint: setup
 	$(PY) -m ruff check src tests bench examples
