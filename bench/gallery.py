@@ -44,19 +44,20 @@ TEXT_STEPS = "train.steps=300"  # the full 1000 steps are ~60 CPU min each; see 
 class RunSpec:
     recipe: str
     overrides: tuple[str, ...] = ()
+    minutes: float = 10.0  # about how long it trains on one core: the longest start first
 
 
 RUNS: dict[str, RunSpec] = {
     "lebm_mnist": RunSpec("lebm_mnist", (ONE_THREAD,)),
-    "lebm_mnist_gaussian": RunSpec("lebm_mnist", (ONE_THREAD, "model.prior=gaussian")),
+    "lebm_mnist_gaussian": RunSpec("lebm_mnist", (ONE_THREAD, "model.prior=gaussian"), minutes=5),
     "lebm_fashion": RunSpec("lebm_mnist", (ONE_THREAD, "data.name=fashion")),
     "lebm_fashion_gaussian": RunSpec("lebm_mnist", (ONE_THREAD, "data.name=fashion",
                                                     "model.prior=gaussian")),
-    "dual_mcmc_fashion": RunSpec("dual_mcmc_fashion"),
-    "lebm_mnist_anomaly": RunSpec("lebm_mnist_anomaly", (ONE_THREAD,)),
-    "lebm_ptb_small": RunSpec("lebm_ptb_small", (ONE_THREAD, TEXT_STEPS)),
+    "dual_mcmc_fashion": RunSpec("dual_mcmc_fashion", minutes=25),
+    "lebm_mnist_anomaly": RunSpec("lebm_mnist_anomaly", (ONE_THREAD,), minutes=25),
+    "lebm_ptb_small": RunSpec("lebm_ptb_small", (ONE_THREAD, TEXT_STEPS), minutes=15),
     "lebm_ptb_small_gaussian": RunSpec("lebm_ptb_small", (ONE_THREAD, TEXT_STEPS,
-                                                          "model.prior=gaussian")),
+                                                          "model.prior=gaussian"), minutes=12),
 }
 SECTIONS: dict[str, tuple[str, ...]] = {
     "mnist": ("lebm_mnist", "lebm_mnist_gaussian"),
@@ -114,6 +115,7 @@ def prepare_runs(names: list[str], runs: Path, extra: list[str], jobs: int, busy
                      f"written to in the last {busy_min:g} min: another training seems to be "
                      "running there; wait for it, or rerun with --no-train to draw the rest")
         todo.append((name, train_command(name, runs / name, state, extra)))
+    todo.sort(key=lambda item: -RUNS[item[0]].minutes)  # longest first: two cores end together
     logs = runs / "logs"
     running: list[tuple[str, subprocess.Popen, Any]] = []
     while todo or running:
