@@ -141,15 +141,16 @@ def lebm_long_chain(ebm: Any, path: Path, label: str, s: Sizes) -> dict:
     ebm.sample_prior(s.chain_n, steps, seeded(2), callback=log)
     with torch.no_grad():
         cols = [ebm.generator(snaps[k]) for k in show]
-    mosaic = torch.stack(cols, 1).flatten(0, 1)  # row = chain, column = step
-    fig, (ax_img, ax_e) = plt.subplots(1, 2, figsize=(9, 3.6),
-                                       gridspec_kw={"width_ratios": [1.1, 1]})
-    ax_img.imshow(grid(mosaic, ebm.info, nrow=len(show)), cmap="gray", interpolation="nearest")
-    ax_img.set_xticks([(i + 0.5) * (ebm.info.shape[-1] + 1) for i in range(len(show))])
-    ax_img.set_xticklabels([str(k) for k in show], fontsize=8)
-    ax_img.set_yticks([])
-    ax_img.set_xlabel("Langevin steps")
-    ax_img.set_title(f"{s.chain_show} prior chains", fontsize=9)
+    mosaic = torch.cat(cols)  # row = step, column = chain
+    fig, (ax_img, ax_e) = plt.subplots(1, 2, figsize=(10, 3.8),
+                                       gridspec_kw={"width_ratios": [1.25, 1]})
+    ax_img.imshow(grid(mosaic, ebm.info, nrow=s.chain_show), cmap="gray",
+                  interpolation="nearest")
+    ax_img.set_yticks([(i + 0.5) * (ebm.info.shape[-2] + 1) for i in range(len(show))])
+    ax_img.set_yticklabels([str(k) for k in show], fontsize=8)
+    ax_img.set_xticks([])
+    ax_img.set_ylabel("after Langevin step")
+    ax_img.set_title(f"{s.chain_show} prior chains, g(z) along each", fontsize=9)
     e, sd, k = np.array(energy), np.array(spread), np.arange(1, len(energy) + 1)
     ax_e.plot(k, e, lw=1)
     ax_e.fill_between(k, e - sd, e + sd, alpha=0.25, lw=0)
