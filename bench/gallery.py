@@ -190,6 +190,18 @@ def sentences(run_dir: Path, n: int) -> list[str]:
     return decode(run.model.sample(n, generator=draw.seeded(7)), vocab)
 
 
+def paste_between_markers(doc: Path, tag: str, text: str) -> None:
+    """Replace what lies between ``<!-- TAG:begin -->`` and ``<!-- TAG:end -->`` in ``doc``
+    (with ``--out docs/img``: docs/text.md), so the page shows the table just made."""
+    begin, end = f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
+    page = doc.read_text(encoding="utf-8") if doc.is_file() else ""
+    if begin not in page or end not in page:
+        return
+    head, rest = page.split(begin, 1)
+    doc.write_text(f"{head}{begin}\n{text}{end}{rest.split(end, 1)[1]}", encoding="utf-8")
+    print(f"pasted the table into {doc}")
+
+
 def section_text(runs: Path, out: Path, s: draw.Sizes) -> dict:
     ebm, gauss = (sentences(runs / n, s.sentences) for n in SECTIONS["text"])
     steps = {n: run_state(runs / n)[1] for n in SECTIONS["text"]}
@@ -197,6 +209,7 @@ def section_text(runs: Path, out: Path, s: draw.Sizes) -> dict:
                                  (f"Gaussian prior ({steps['lebm_ptb_small_gaussian']} steps)",
                                   gauss)])
     (out / "lebm_ptb_small_samples.md").write_text(table, encoding="utf-8")
+    paste_between_markers(out.parent / "text.md", "gallery:text", table)
     return {"sentences": {"ebm": ebm, "gaussian": gauss}}
 
 
