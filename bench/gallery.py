@@ -279,10 +279,17 @@ def main() -> None:
     wall2, (cpu2, _) = time.perf_counter(), cpu_now()
     timing["total"] = {"wall_s": round(wall2 - wall0, 1),
                        "cpu_s": round(cpu2 - cpu0 + child1 - child0, 1)}
-    record = {"numbers": numbers, "runs": {n: run_record(args.runs / n) for n in sorted(ready)},
-              "timing": timing, "cpu": cpu_model(), "torch": torch.__version__,
-              "threads": torch.get_num_threads(), "sizes": "tiny" if args.tiny else "full"}
-    (args.out / "gallery_numbers.json").write_text(json.dumps(record, indent=1) + "\n")
+    # a partial call (--only, --no-train) updates its sections and keeps the others'
+    path = args.out / "gallery_numbers.json"
+    record = json.loads(path.read_text()) if path.is_file() else {}
+    for part, new in (("numbers", numbers), ("runs", {n: run_record(args.runs / n)
+                                                       for n in sorted(ready)}),
+                      ("timing", {k: v for k, v in timing.items() if k in numbers})):
+        record[part] = {**record.get(part, {}), **new}
+    record.setdefault("calls", []).append({**timing, "sections": list(numbers)})
+    record.update(cpu=cpu_model(), torch=torch.__version__, threads=torch.get_num_threads(),
+                  sizes="tiny" if args.tiny else "full")
+    path.write_text(json.dumps(record, indent=1) + "\n")
     print(f"gallery: {len(numbers)} of {len(keys)} sections drawn into {args.out}; "
           f"{timing['total']['wall_s']} s wall, {timing['total']['cpu_s']} CPU s "
           f"({cpu_model()}, torch {torch.__version__})")
