@@ -33,7 +33,8 @@ mutants: setup
 	$(PY) tests/mutants/run.py --jobs 2
 
 # The latent-model pictures of docs/lebm.md, docs/dual_mcmc.md, docs/text.md (bench/gallery.py):
-# finished runs in runs/gallery are reused, missing ones trained (2 at a time); ~60 CPU min from scratch.
+# finished runs in runs/gallery are reused, missing ones trained (2 at a time): about 2 CPU hours
+# from scratch (see docs/img/gallery_numbers.json); the pictures alone take a few CPU minutes.
 gallery: setup
 	$(PY) bench/gallery.py --runs runs/gallery --out docs/img $(GALLERY_ARGS)
 
