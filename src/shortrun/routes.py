@@ -56,7 +56,10 @@ FAMILIES: dict[str, tuple[str, ...]] = {"rbm": ("torch", "onednn", "numpy"),
 
 # (family, dtype, shapes, ..., threads, oneDNN on?) -> Chosen: the per-call memo of the routed
 # families, so a settled route costs one dict lookup
-MEMO: dict[tuple, "Chosen"] = {}
+MEMO: dict[tuple, Chosen] = {}
+# every measured choice of this process, in order: the Trainer reads those of a run's first
+# step (shortrun.train.threads)
+DECISIONS: list[Chosen] = []
 _memory: dict[str, dict] = {}  # key -> {"route", "threads", "us"}: this process's choices
 _disk: dict[str, dict] | None = None  # this machine's entries of the cache file, once read
 
@@ -267,7 +270,9 @@ def choose_route(key: str, impls: dict[str, Callable[..., object]], *args: objec
     if len(impls) == 1:
         return Chosen(next(iter(impls)), impls)
     name = choose(key, {n: (lambda f=f: f(*args)) for n, f in impls.items()})
-    return Chosen(name, impls, key)
+    chosen = Chosen(name, impls, key)
+    DECISIONS.append(chosen)
+    return chosen
 
 
 def remembered() -> dict[str, dict]:
@@ -279,5 +284,6 @@ def forget() -> None:
     """Drop the in-memory choices and the cached file contents (tests; a changed cache dir)."""
     global _disk
     MEMO.clear()
+    DECISIONS.clear()
     _memory.clear()
     _disk = None
