@@ -158,7 +158,7 @@ def _watched(monkeypatch, times):
 def _call_sampled(chosen, seconds, monkeypatch, n=1):
     """``n`` sampled calls, each observed to take ``seconds`` (no real clock involved)."""
     for _ in range(n):
-        chosen.left = 1
+        chosen.calls = routes.SAMPLE_EVERY - 1
         _clock(monkeypatch, [0.0, seconds])
         assert chosen(7) == 7
 
@@ -192,7 +192,7 @@ def test_only_every_nth_call_is_timed(monkeypatch):
     _clock(monkeypatch, [])  # any reading of the clock fails
     for _ in range(routes.SAMPLE_EVERY - 1):
         chosen(7)
-    assert chosen.left == 1
+    assert chosen.calls == routes.SAMPLE_EVERY - 1
 
 
 def test_a_pinned_or_cached_without_times_route_is_not_watched(monkeypatch):

@@ -57,9 +57,6 @@ FAMILIES: dict[str, tuple[str, ...]] = {"rbm": ("torch", "onednn", "numpy"),
 # (family, dtype, shapes, ..., threads, oneDNN on?) -> Chosen: the per-call memo of the routed
 # families, so a settled route costs one dict lookup
 MEMO: dict[tuple, Chosen] = {}
-# every measured choice of this process, in order: the Trainer reads those of a run's first
-# step (shortrun.train.threads)
-DECISIONS: list[Chosen] = []
 _memory: dict[str, dict] = {}  # key -> {"route", "threads", "us"}: this process's choices
 _disk: dict[str, dict] | None = None  # this machine's entries of the cache file, once read
 
@@ -235,19 +232,18 @@ class Chosen:
     changes only the summation order.
     """
 
-    __slots__ = ("name", "fn", "impls", "key", "expected", "left", "slow", "remeasured")
+    __slots__ = ("name", "fn", "impls", "key", "expected", "calls", "slow", "remeasured")
 
     def __init__(self, name: str, impls: dict[str, Callable[..., object]],
                  key: str | None = None) -> None:
         self.name, self.fn, self.impls, self.key = name, impls[name], impls, key
         self.expected = recorded_seconds(key) if key is not None else None
-        self.left, self.slow, self.remeasured = SAMPLE_EVERY, 0, False
+        self.calls, self.slow, self.remeasured = 0, 0, False
 
     def __call__(self, *args: object) -> object:
-        self.left -= 1
-        if self.left > 0 or self.expected is None:
+        self.calls += 1  # also tells the Trainer which routes a step used
+        if self.expected is None or self.calls % SAMPLE_EVERY:
             return self.fn(*args)
-        self.left = SAMPLE_EVERY
         t0 = time.perf_counter()
         out = self.fn(*args)
         self.observe(time.perf_counter() - t0, args)
@@ -270,9 +266,7 @@ def choose_route(key: str, impls: dict[str, Callable[..., object]], *args: objec
     if len(impls) == 1:
         return Chosen(next(iter(impls)), impls)
     name = choose(key, {n: (lambda f=f: f(*args)) for n, f in impls.items()})
-    chosen = Chosen(name, impls, key)
-    DECISIONS.append(chosen)
-    return chosen
+    return Chosen(name, impls, key)
 
 
 def remembered() -> dict[str, dict]:
@@ -284,6 +278,5 @@ def forget() -> None:
     """Drop the in-memory choices and the cached file contents (tests; a changed cache dir)."""
     global _disk
     MEMO.clear()
-    DECISIONS.clear()
     _memory.clear()
     _disk = None
