@@ -64,7 +64,9 @@ class LEBMOptions(LatentPriorOptions):
     generator: str = fld("auto", choices=GENERATORS, doc="auto: picked from the data shape")
     ngf: int = fld(64, gt=0, doc="generator width")
     llhd_sigma: float = fld(0.3, gt=0, doc="σ of the observation noise ε ~ N(0, σ²I)")
-    channels_last: bool = fld(True, doc="NHWC generator (faster on CPU, same results)")
+    channels_last: bool | str = fld("auto", choices=(True, False, "auto"),
+                                    doc="true: NHWC generator, false: NCHW; auto: the faster "
+                                        "on this machine, measured at the first forward")
     anomaly_score: str = fld("joint", choices=("joint", "tilt"),
                              doc="joint: −log p(x, z); tilt: −f_α(z) alone, both at z ~ p(z|x)")
     eval_post_steps: int | None = fld(None, gt=0,
