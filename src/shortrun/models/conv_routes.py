@@ -71,6 +71,12 @@ def layout_works(net: nn.Module, z: torch.Tensor, layout: str) -> bool:
         return False
 
 
+def route_key(z: torch.Tensor, label: str) -> str:
+    """``conv|dtype|threads=N|batch=B (power-of-two bucket)|network``: a cache key."""
+    return (f"{FAMILY}|{str(z.dtype).removeprefix('torch.')}|threads={torch.get_num_threads()}"
+            f"|batch={routes.bucket(z.shape[0])}|{label}")
+
+
 def layout_for(net: nn.Module, z: torch.Tensor, label: str) -> str:
     """``nchw`` or ``nhwc`` for ``net`` fed latents like ``z`` (``(B, nz, 1, 1)``): pinned,
     cached or measured now (module docstring). ``label`` names the network in the cache key."""
@@ -83,8 +89,7 @@ def layout_for(net: nn.Module, z: torch.Tensor, label: str) -> str:
     layouts = [name for name in FORMATS if layout_works(net, z, name)]
     if len(layouts) < 2:
         return layouts[0] if layouts else FIXED
-    key = (f"{FAMILY}|{str(z.dtype).removeprefix('torch.')}|threads={torch.get_num_threads()}"
-           f"|batch={routes.bucket(z.shape[0])}|{label}")
+    key = route_key(z, label)
     calls = {}
     for name in layouts:
         twin = _copy_in(net, name, z.dtype)
