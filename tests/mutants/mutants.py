@@ -231,6 +231,11 @@ MUTANTS = [
          original="[cfg.model.anomaly_score]", replacement='["joint"]',
          tests=[T + "models/test_lebm_anomaly_scores.py"],
          why="auprc reports the joint score whatever model.anomaly_score says"),
+    dict(id="anomaly_selection_minimises", file=SR + "evaluation/lebm_selection.py",
+         original="if best is None or ap > best.val_auprc:",
+         replacement="if best is None or ap < best.val_auprc:",
+         tests=[T + "evaluation/test_lebm_selection.py"],
+         why="validation selection picks the worst checkpoint and σ′"),
     # ---------------------------------------------------------------- issue 18: FD provenance
     dict(id="fd_floor_not_real", file=SR + "evaluation/provenance.py",
          original="feats = extractor.features(real, data.info, batch_size)",
