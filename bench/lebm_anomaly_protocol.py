@@ -100,12 +100,14 @@ def one_seed(out: Path, digit: int, val_digit: int, seed: int, steps: list[int],
     sel_sets = [*base, f"data.anomaly_val_digit={val_digit}",
                 f"data.anomaly_val_fraction={val_fraction}"]
     val = {}
+    # with --final same the test split is scored at every stage (a later stage overwrites
+    # the checkpoint) but read only at the steps validation chose
+    splits = ("val", "test") if final == "same" else ("val",)
     for step in steps:
-        if not (sel / f"val_step{step}.npz").is_file():
+        if not all((sel / f"{split}_step{step}.npz").is_file() for split in splits):
             train_to(sel, step, sel_sets)
-            score_split(sel, "val", step, seed)
-            if final == "same":
-                score_split(sel, "test", step, seed)
+            for split in splits:
+                score_split(sel, split, step, seed)
         val[step] = read_terms(sel / f"val_step{step}.npz")
     trained_sigma = float(load_run(sel).cfg.model.llhd_sigma)
     choices = select(val, trained_sigma, SIGMAS, VARIANTS)   # validation only
