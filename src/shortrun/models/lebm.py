@@ -58,6 +58,26 @@ class LatentPriorOptions(ModelOptions):
                                      doc="Adam lr of the generator / decoder; default train.lr")
 
 
+ANOMALY_SCORES = ("joint", "tilt", "unweighted")
+
+
+def anomaly_scores_from_terms(terms: dict[str, torch.Tensor], sigma: float,
+                              ) -> dict[str, torch.Tensor]:
+    """Every named anomaly score from the terms at one posterior sample (higher = more
+    anomalous). ``terms``: ``sse`` ``‖x − g(z)‖²``, ``prior`` ``E_α(z) = −f_α(z) +
+    ‖z‖²/(2σ_p²)``, ``tilt`` ``−f_α(z)``.
+
+    - ``joint`` = ``sse/(2σ²) + prior``: ``−log p(x, z)`` + const, the score of Pang et al.
+      (2020, §5.4), with ``σ`` the trained ``llhd_sigma`` or a σ′ chosen on validation;
+    - ``tilt`` = ``−f_α(z)``: how much the learned prior disfavours z against N(0, σ_p²I);
+    - ``unweighted`` = ``sse + prior``: the score of the successor's code (Yu et al. 2023,
+      DAMC), ``‖x − g(z)‖² + E(z) + ‖z‖²/2`` with σ_p = 1; the joint score at σ′ = 1/√2.
+    """
+    sse, prior = terms["sse"], terms["prior"]
+    return {"joint": sse / (2 * sigma ** 2) + prior, "tilt": terms["tilt"],
+            "unweighted": sse + prior}
+
+
 @dataclass
 class LEBMOptions(LatentPriorOptions):
     name: str = fld("lebm")
@@ -67,8 +87,14 @@ class LEBMOptions(LatentPriorOptions):
     channels_last: bool | str = fld("auto", choices=(True, False, "auto"),
                                     doc="true: NHWC generator, false: NCHW; auto: the faster "
                                         "on this machine, measured at the first forward")
-    anomaly_score: str = fld("joint", choices=("joint", "tilt"),
-                             doc="joint: −log p(x, z); tilt: −f_α(z) alone, both at z ~ p(z|x)")
+    anomaly_score: str = fld("joint", choices=ANOMALY_SCORES,
+                             doc="joint: −log p(x, z) (Pang et al. 2020); tilt: −f_α(z) alone; "
+                                 "unweighted: ‖x − g(z)‖² + E_α(z) (Yu et al. 2023); all at "
+                                 "one z ~ p(z|x)")
+    anomaly_llhd_sigma: float | None = fld(None, gt=0,
+                                           doc="σ′ weighting the reconstruction term of the "
+                                               "joint score, post hoc (selected on "
+                                               "validation); default llhd_sigma")
     eval_post_steps: int | None = fld(None, gt=0,
                                       doc="posterior steps for mse/auprc; default post_steps")
 
@@ -265,13 +291,36 @@ class LEBM(Model):
 
         ``model.anomaly_score: joint`` (default): ``−log p(x, z)`` up to a constant,
         ``‖x − g(z)‖²/(2σ²) − f_α(z) + ‖z‖²/(2σ_p²)`` (the paper thresholds the unnormalised
-        ``log p(x, z)``; this is its negative). ``tilt``: the EBM term ``−f_α(z)`` alone, i.e.
-        how much the learned prior disfavours the latent code relative to the Gaussian."""
+        ``log p(x, z)``; this is its negative), the reconstruction weighted by σ′
+        (``anomaly_llhd_sigma``, default ``llhd_sigma``). ``tilt``: the EBM term ``−f_α(z)``
+        alone, i.e. how much the learned prior disfavours the latent code relative to the
+        Gaussian. ``unweighted``: ``‖x − g(z)‖² + E_α(z)`` (Yu et al. 2023). See
+        :func:`anomaly_scores_from_terms`."""
+        m = self.options
+        if m.anomaly_score == "tilt" and self.tilt is None:
+            raise ConfigError("model.anomaly_score=tilt needs the EBM prior; this model has the "
+                              "Gaussian prior (model.prior=gaussian): use joint or unweighted")
+        terms = self.anomaly_terms(x, steps, generator)
+        return anomaly_scores_from_terms(terms, self.anomaly_sigma)[m.anomaly_score]
+
+    @property
+    def anomaly_sigma(self) -> float:
+        """σ′ of the joint score: ``anomaly_llhd_sigma``, else the trained ``llhd_sigma``."""
+        m = self.options
+        return m.anomaly_llhd_sigma if m.anomaly_llhd_sigma is not None else m.llhd_sigma
+
+    @torch.no_grad()
+    def anomaly_terms(self, x: torch.Tensor, steps: int | None = None,
+                      generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+        """The terms of every anomaly score at one posterior sample ``z ~ p(z|x)``, each
+        ``(B,)``: ``sse`` ``‖x − g(z)‖²``, ``prior`` ``E_α(z)``, ``tilt`` ``−f_α(z)`` (zero
+        with the Gaussian prior). :func:`anomaly_scores_from_terms` combines them, so every
+        variant (and every σ′) is scored from the same draws."""
         x = check_batch(x, self.info, "anomaly_score", device=self.device)
         z = self.sample_posterior(x, steps, generator)
-        if self.options.anomaly_score == "tilt" and self.tilt is not None:
-            return -self.tilt_value(z)
-        return self.posterior_energy(z, x)
+        tilt = -self.tilt_value(z) if self.tilt is not None else torch.zeros_like(z[:, 0])
+        return {"sse": (x - self.generator(z)).flatten(1).pow(2).sum(1),
+                "prior": self.prior_energy(z), "tilt": tilt}
 
     def draw(self, path, n):
         from shortrun.plotting import save_samples
