@@ -81,8 +81,10 @@ def ancestral_sample(eps_fn: NoisePredictor, n: int, dim: int, n_steps: int,
             return z_hat
         lam_s = logsnr_schedule(ones * ((i - 1) / (n_steps - 1)), logsnr_min, logsnr_max)
         alpha_s, _ = alpha_sigma(lam_s[:, None])
-        r = torch.exp(lam_t - lam_s)[:, None]                 # SNR_t / SNR_s < 1
-        mean = r * (alpha_t / alpha_s) * z + (1 - r) * alpha_s * z_hat
+        # q(z_s | z_t, ẑ): mean (α_t|s σ_s²/σ_t²) z_t + (α_s σ²_t|s/σ_t²) ẑ, which in r = SNR_t/SNR_s
+        # is r (α_s/α_t) z_t + (1 − r) α_s ẑ
+        r = torch.exp(lam_t - lam_s)[:, None]
+        mean = r * (alpha_s / alpha_t) * z + (1 - r) * alpha_s * z_hat
         std = ((1 - r) * sigma_t.pow(2)).sqrt()
         z = mean + std * torch.randn(z.shape, generator=generator, device=device, dtype=dtype)
     return z  # not reached
@@ -92,11 +94,10 @@ def gaussian_optimal_eps(z_t: torch.Tensor, logsnr: torch.Tensor, mean: torch.Te
                          cov: torch.Tensor) -> torch.Tensor:
     """``E[ε | z_λ]`` for ``z ~ N(mean, cov)``: the best possible noise predictor."""
     alpha, sigma = alpha_sigma(logsnr)
-    out = []
-    for k in range(z_t.shape[0]):
-        c = alpha[k] ** 2 * cov + sigma[k] ** 2 * torch.eye(cov.shape[0], dtype=cov.dtype)
-        out.append(sigma[k] * torch.linalg.solve(c, z_t[k] - alpha[k] * mean))
-    return torch.stack(out)
+    eye = torch.eye(cov.shape[0], dtype=cov.dtype)
+    c = alpha[:, None, None] ** 2 * cov + sigma[:, None, None] ** 2 * eye
+    rhs = (z_t - alpha[:, None] * mean)[..., None]
+    return sigma[:, None] * torch.linalg.solve(c, rhs)[..., 0]
 
 
 def gaussian_min_loss(logsnr: float, cov: torch.Tensor) -> float:
