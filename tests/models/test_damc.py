@@ -135,7 +135,8 @@ def test_lr_amortizer_and_weight_decay_fall_back_to_train_options():
     assert isinstance(opt, torch.optim.AdamW)
     assert opt.param_groups[0]["lr"] == 7e-4 and opt.param_groups[0]["weight_decay"] == 0.01
     m = linear_gaussian_lebm(lr_amortizer=1e-5, weight_decay_amortizer=0.0)
-    group = m.build_optimizers(OptimOptions(lr=7e-4, weight_decay=0.01))["amortizer"].param_groups[0]
+    opts = m.build_optimizers(OptimOptions(lr=7e-4, weight_decay=0.01))
+    group = opts["amortizer"].param_groups[0]
     assert group["lr"] == 1e-5 and group["weight_decay"] == 0.0
 
 

@@ -8,9 +8,9 @@ diffusion over a latent vector in the log-SNR parametrisation of Kingma et al. (
 - Schedule: ``λ(t) = −2 log tan(a t + b)`` for ``t ∈ [0, 1]`` (the cosine schedule of Nichol &
   Dhariwal 2021 written in λ), with ``λ(0) = λ_max`` and ``λ(1) = λ_min``; the authors' code
   uses ``λ ∈ [−5.1, 9.8]`` and 100 sampling steps.
-- Loss: the DDPM noise-prediction loss ``½‖ε − ε̂(z_λ, λ)‖²`` summed over coordinates, ``t ~ U[0, 1]``
-  (Ho et al. 2020, the "simple" objective; DAMC's §3.2 trains the amortizer with it on the
-  outputs of the Langevin chains it initialised).
+- Loss: the DDPM noise-prediction loss ``½‖ε − ε̂(z_λ, λ)‖²`` summed over coordinates,
+  ``t ~ U[0, 1]`` (Ho et al. 2020, the "simple" objective; DAMC's §3.2 trains the amortizer
+  with it on the outputs of the Langevin chains it initialised).
 - Sampler: ancestral sampling on the grid ``t_i = i/(N−1)``, from ``z ~ N(0, I)`` at ``t = 1``;
   each step predicts ``ẑ = (z_t − σ_t ε̂)/α_t`` and draws ``z_s ~ q(z_s | z_t, ẑ)`` with the
   "large" variance ``(1 − SNR_t/SNR_s) σ_t²``; the last step returns ``ẑ``.
@@ -81,8 +81,8 @@ def ancestral_sample(eps_fn: NoisePredictor, n: int, dim: int, n_steps: int,
             return z_hat
         lam_s = logsnr_schedule(ones * ((i - 1) / (n_steps - 1)), logsnr_min, logsnr_max)
         alpha_s, _ = alpha_sigma(lam_s[:, None])
-        # q(z_s | z_t, ẑ): mean (α_t|s σ_s²/σ_t²) z_t + (α_s σ²_t|s/σ_t²) ẑ, which in r = SNR_t/SNR_s
-        # is r (α_s/α_t) z_t + (1 − r) α_s ẑ
+        # q(z_s | z_t, ẑ) has mean (α_t|s σ_s²/σ_t²) z_t + (α_s σ²_t|s/σ_t²) ẑ, which in
+        # r = SNR_t/SNR_s is r (α_s/α_t) z_t + (1 − r) α_s ẑ
         r = torch.exp(lam_t - lam_s)[:, None]
         mean = r * (alpha_s / alpha_t) * z + (1 - r) * alpha_s * z_hat
         std = ((1 - r) * sigma_t.pow(2)).sqrt()
