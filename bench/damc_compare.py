@@ -9,7 +9,7 @@ For every seed and both recipes it
 2. trains the recipe for ``budget / cost`` iterations (so both get the same wall-clock
    budget), or reuses a finished run in ``--out``;
 3. evaluates ``fd`` (the library's MNIST classifier extractor) and ``mse`` (test
-   reconstruction) with ``shortrun eval``.
+   reconstruction) with ``shortrun eval`` (``--metrics`` chooses).
 
 It prints one row per seed and a mean ± std row, with the CPU model, its flags summary and the
 torch version.
@@ -61,17 +61,17 @@ def shortrun(*args: str) -> None:
 
 
 def train_and_eval(recipe: str, run: Path, seed: int, steps: int, threads: int,
-                   overrides: list[str]) -> dict[str, float]:
+                   overrides: list[str], metrics: list[str]) -> dict[str, float]:
     if not (run / "checkpoints").is_dir():
         sets = [f"--set={o}" for o in overrides]
         shortrun("train", recipe, f"--set=train.seed={seed}", f"--set=train.steps={steps}",
                  f"--set=train.threads={threads}", "--set=train.progress=false", *sets,
                  "--out", str(run))
     got = json.loads((run / "eval.json").read_text()) if (run / "eval.json").is_file() else {}
-    if not {"fd", "mse"} <= set(got):
-        shortrun("eval", str(run), "--metrics", "fd,mse")
+    if not set(metrics) <= set(got):
+        shortrun("eval", str(run), "--metrics", ",".join(metrics))
         got = json.loads((run / "eval.json").read_text())
-    return {"fd": float(got["fd"]), "mse": float(got["mse"])}
+    return {k: float(got[k]) for k in metrics}
 
 
 def mean_std(xs: list[float]) -> str:
@@ -88,6 +88,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--set", dest="overrides", action="append", default=[],
                     help="extra KEY=VALUE for both recipes (e.g. data.n_train=10000)")
+    ap.add_argument("--metrics", default="fd,mse",
+                    help="fd needs the MNIST classifier extractor (shortrun train "
+                         "classifier_mnist --out runs/features/mnist, or --set eval.extractor=RUN)")
     ap.add_argument("--out", type=Path, default=Path("runs/damc_compare"))
     args = ap.parse_args()
     flags = sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma")))
@@ -98,20 +101,20 @@ def main() -> None:
     steps = {k: max(1, int(args.budget_s / c)) for k, c in cost.items()}
     print(f"s/iteration: langevin {cost['langevin']:.3f}, damc {cost['damc']:.3f} "
           f"(ratio {cost['damc'] / cost['langevin']:.2f}); steps in the budget: {steps}")
-    print("| seed | FD 2020 prior | FD DAMC | MSE 2020 prior | MSE DAMC |")
-    print("|---|---|---|---|---|")
+    metrics = args.metrics.split(",")
+    print("| seed | " + " | ".join(f"{k} 2020 prior | {k} DAMC" for k in metrics) + " |")
+    print("|---" * (1 + 2 * len(metrics)) + "|")
     res: dict[str, list[dict[str, float]]] = {k: [] for k in RECIPES}
     for seed in args.seeds:
         for k, recipe in RECIPES.items():
             run = args.out / f"s{seed}_{k}_{steps[k]}"
             res[k].append(train_and_eval(recipe, run, seed, steps[k], args.threads,
-                                         args.overrides))
+                                         args.overrides, metrics))
         a, b = res["langevin"][-1], res["damc"][-1]
-        print(f"| {seed} | {a['fd']:.2f} | {b['fd']:.2f} | {a['mse']:.5f} | {b['mse']:.5f} |")
-    print(f"| mean ± std | {mean_std([r['fd'] for r in res['langevin']])} | "
-          f"{mean_std([r['fd'] for r in res['damc']])} | "
-          f"{mean_std([r['mse'] for r in res['langevin']])} | "
-          f"{mean_std([r['mse'] for r in res['damc']])} |")
+        print(f"| {seed} | " + " | ".join(f"{a[k]:.5g} | {b[k]:.5g}" for k in metrics) + " |")
+    print("| mean ± std | " + " | ".join(
+        f"{mean_std([r[k] for r in res['langevin']])} | {mean_std([r[k] for r in res['damc']])}"
+        for k in metrics) + " |")
 
 
 if __name__ == "__main__":
