@@ -181,3 +181,21 @@ def test_damc_without_its_optimiser_is_refused_with_the_fix():
 def test_unknown_prior_sampler_names_the_key():
     with pytest.raises(ConfigError, match="prior_sampler"):
         resolve("lebm_mnist", ["model.prior_sampler=mcmc"])
+
+
+def test_text_model_amortizer_encodes_token_ids_and_trains():
+    text = DataInfo((8,), "text", 0.0, 11.0)
+    torch.manual_seed(0)
+    cfg = resolve("lebm_ptb_small", ["model.nz=4", "model.emb=6", "model.hidden=8",
+                                     "model.ndf=8", "model.prior_steps=3", "model.post_steps=2",
+                                     "model.prior_sampler=damc", "model.damc_width=8",
+                                     "model.damc_emb=8", "model.damc_time_emb=8",
+                                     "model.damc_encoder_width=2", "model.damc_steps=3"])
+    m = build_model(cfg, text)
+    batch = torch.tensor([[1, 5, 7, 3, 2, 0, 0, 0], [1, 4, 2, 0, 0, 0, 0, 0]])
+    before = [p.clone() for p in m.damc.amortizer.parameters()]
+    metrics = m.training_step(batch, 0, m.build_optimizers())
+    assert math.isfinite(metrics["loss_amortizer"]) and math.isfinite(metrics["ppl_post"])
+    assert any(not torch.equal(a, b) for a, b in zip(before, m.damc.amortizer.parameters(),
+                                                     strict=True))
+    assert m.sample(3).shape == (3, 8)
