@@ -156,7 +156,7 @@ class LatentDiffusionAmortizer(nn.Module):
         """Per-example denoising loss on targets ``z`` (chain outputs) given ``x``; each row's
         condition is replaced by the null embedding with probability ``mask_prob``."""
         n = z.shape[0]
-        cond = self.condition(x, n)
+        cond = self.condition(x, len(z))
         if x is not None and mask_prob > 0:
             drop = torch.rand(n, 1, generator=generator, device=z.device) < mask_prob
             cond = torch.where(drop, self.null.expand(n, -1), cond)
