@@ -15,6 +15,7 @@ LEBM_STEP = T + "models/test_lebm_model.py::test_training_step_updates_match_han
 RBM_CLOSED = (T + "models/test_rbm_model.py::"
               "test_closed_form_update_equals_autograd_of_free_energy_gap")
 DUAL = T + "models/test_dual_mcmc.py::"
+DAMC = T + "models/test_damc.py::"
 
 MUTANTS = [
     # ---------------------------------------------------------------- issue 17: the 14 that
@@ -301,4 +302,39 @@ MUTANTS = [
          replacement="torch.linspace(sigma_max, sigma_min, n)",
          tests=[T + "objectives/test_score_matching.py", T + "models/test_score_sampling.py"],
          why="the σ ladder is linear, not geometric (Song & Ermon 2019)"),
+    # ---------------------------------------------------------------- issue 19: DAMC
+    dict(id="damc_targets_not_chain_outputs", file=SR + "models/damc.py",
+         original="z = z_pos.detach()", replacement="z = torch.randn_like(z_pos)",
+         tests=[DAMC + "test_amortizer_learns_from_the_posterior_chain_outputs"],
+         why="the amortizer no longer learns where the chains end (Yu et al. 2023, §3.2)"),
+    dict(id="damc_mask_prob_ignored", file=SR + "models/damc.py",
+         original="self.amortizer.loss(z, x, m.damc_mask_prob)",
+         replacement="self.amortizer.loss(z, x)",
+         tests=[DAMC + "test_amortizer_learns_from_the_posterior_chain_outputs"],
+         why="the condition is never dropped: q_φ(z) for the prior chains is never learned"),
+    dict(id="damc_ema_rate_reversed", file=SR + "models/damc.py",
+         original="p_slow.lerp_(p, rate)", replacement="p_slow.lerp_(p, 1 - rate)",
+         tests=[DAMC + "test_slow_copy_moves_by_the_ema_rate_every_n_iterations"],
+         why="the slow copy that starts the chains moves by 1 − ρ instead of ρ"),
+    dict(id="damc_ema_every_off_by_one", file=SR + "models/damc.py",
+         original="if (step + 1) % m.damc_ema_every == 0:",
+         replacement="if step % m.damc_ema_every == 0:",
+         tests=[DAMC + "test_slow_copy_moves_by_the_ema_rate_every_n_iterations"],
+         why="the slow copy updates at the wrong iterations"),
+    dict(id="damc_amortizer_unconditional", file=SR + "models/damc_nets.py",
+         original="cond = self.condition(x, len(z))",
+         replacement="cond = self.condition(None, len(z))",
+         tests=[DAMC + "test_amortized_short_chain_reaches_the_known_posterior"],
+         why="the amortizer ignores x: it cannot start the posterior chain near p(z|x)"),
+    dict(id="diffusion_reverse_mean_coefficient", file=SR + "samplers/diffusion.py",
+         original="mean = r * (alpha_s / alpha_t) * z",
+         replacement="mean = r * (alpha_t / alpha_s) * z",
+         tests=[T + "samplers/test_diffusion.py::"
+                "test_ancestral_sampler_with_the_exact_predictor_draws_the_target"],
+         why="the reverse step's mean uses α_t/α_s for α_s/α_t: the sampler shrinks its draws"),
+    dict(id="diffusion_loss_per_coordinate", file=SR + "samplers/diffusion.py",
+         original="return 0.5 * (eps - pred).pow(2).sum(1)",
+         replacement="return 0.5 * (eps - pred).pow(2).mean(1)",
+         tests=[T + "samplers/test_diffusion.py"],
+         why="the denoising loss averages over coordinates: not the DDPM loss"),
 ]
