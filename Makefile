@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: setup demo test lint mutants clean
+.PHONY: setup demo test lint mutants bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
@@ -31,6 +31,11 @@ test: setup
 # Every listed single-line mutant (tests/mutants/mutants.py) must fail its tests; 2 jobs.
 mutants: setup
 	$(PY) tests/mutants/run.py --jobs 2
+
+# The speed table of issue 16 on this machine: bench/results/<cpu-model>.md (< 20 min on 2 cores;
+# MNIST rows need SHORTRUN_DATA). BENCH_ARGS=--quick for a smoke run.
+bench: setup
+	$(PY) bench/run_all.py $(BENCH_ARGS)
 
 lint: setup
 	$(PY) -m ruff check src tests bench examples
