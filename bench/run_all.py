@@ -171,7 +171,8 @@ def main(argv: list[str] | None = None) -> Path:
         "bench/run_all.py", *(sys.argv[1:] if argv is None else argv)])
     header = [*machine_lines(), f"date: {date}", f"command: `{command}`",
               f"load average (1/5/15 min) at start: {load_start}; at end: {load_average()}",
-              f"wall time of the whole run: {wall:.0f} s"]
+              f"wall time of the whole run: {wall:.0f} s",
+              f"SHORTRUN_AUTHORS_LEBM: {os.environ.get('SHORTRUN_AUTHORS_LEBM') or 'not set'}"]
     chosen = [f"{key}: {entry['name']} (measured µs: "
               + ", ".join(f"{k} {v:g}" for k, v in entry.get("us", {}).items()) + ")"
               for key, entry in routes.remembered().items()]

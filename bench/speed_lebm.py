@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import types
 
 import torch
 from flops import count_flops
@@ -39,6 +40,26 @@ def _adam_pair(g, e):
             torch.optim.Adam(e.parameters(), 2e-5, betas=(0.5, 0.999)))
 
 
+def _stub_data_imports() -> list[str]:
+    """The script imports torchvision (its data), pygrid (its job runner), its TensorFlow FID
+    and matplotlib at module level; the networks need none of them, so stand-ins (any
+    attribute is None) are registered where they are missing."""
+    stubbed: list[str] = []
+    for name in ("torchvision", "torchvision.transforms", "torchvision.utils", "pygrid",
+                 "fid_v2_tf_cpu", "matplotlib", "matplotlib.pyplot"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            stub = types.ModuleType(name)
+            stub.__getattr__ = lambda attr: None  # type: ignore[method-assign]
+            sys.modules[name] = stub
+            stubbed.append(name)
+            parent, _, child = name.rpartition(".")
+            if parent:
+                setattr(sys.modules[parent], child, stub)
+    return stubbed
+
+
 def authors_nets():
     """The authors' ``_netG``/``_netE`` from the file ``$SHORTRUN_AUTHORS_LEBM`` names, at its
     argument defaults; (None, reason) when unset or not importable."""
@@ -50,6 +71,7 @@ def authors_nets():
         return None, f"{AUTHORS_ENV}={path} is not a Python file"
     module = importlib.util.module_from_spec(spec)
     argv = sys.argv
+    stubbed = _stub_data_imports()
     try:
         spec.loader.exec_module(module)
         sys.argv = [path]
@@ -60,6 +82,8 @@ def authors_nets():
         return None, f"{AUTHORS_ENV}={path} could not be used ({type(exc).__name__}: {exc})"
     finally:
         sys.argv = argv
+        for name in stubbed:  # the stand-ins must not leak into shortrun's own imports
+            sys.modules.pop(name, None)
 
 
 def _peak_probe(peaks: list[tuple[float, str]]):
