@@ -158,14 +158,19 @@ def main(argv: list[str] | None = None) -> Path:
     from speed_lebm import lebm_rows
     from speed_rbm import cd1_rows, digits_rows, logz_rows
 
+    both = sorted({default, 1}, reverse=True)
+    stages = [("GEMM peaks", lambda: peak_rows(counts)),
+              ("LEBM", lambda: lebm_rows(counts, rep if quick else max(2, rep - 1),
+                                         batch=2 if quick else 100,
+                                         chain_steps=(2, 2) if quick else (60, 20))),
+              ("CD-1 MNIST", lambda: cd1_rows(both, default, rep, quick)),
+              ("rbm_digits", lambda: digits_rows(default, rep, quick)),
+              ("Langevin", lambda: langevin_rows(counts, rep if quick else rep + 2, quick)),
+              ("exact log Z", lambda: logz_rows(both, default, rep, quick))]
     rows: list[Row] = []
-    rows += peak_rows(counts)
-    rows += lebm_rows(counts, rep if quick else max(2, rep - 1), batch=2 if quick else 100,
-                      chain_steps=(2, 2) if quick else (60, 20))
-    rows += cd1_rows(sorted({default, 1}, reverse=True), default, rep, quick)
-    rows += digits_rows(default, rep, quick)
-    rows += langevin_rows(counts, rep if quick else rep + 2, quick)
-    rows += logz_rows(sorted({default, 1}, reverse=True), default, rep, quick)
+    for stage, run in stages:
+        print(f"[{time.perf_counter() - started:6.0f} s] {stage} …", file=sys.stderr, flush=True)
+        rows += run()
     wall = time.perf_counter() - started
     command = "python " + " ".join(shlex.quote(a) for a in [
         "bench/run_all.py", *(sys.argv[1:] if argv is None else argv)])
