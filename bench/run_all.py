@@ -89,7 +89,7 @@ def langevin_rows(thread_counts: list[int], repeats: int, quick: bool) -> list[R
 
 def peak_rows(thread_counts: list[int]) -> list[Row]:
     """The GEMM peak per route (``shortrun info``'s probe) at each thread count."""
-    from shortrun.info import PEAK_N, gemm_peaks
+    from shortrun.info import gemm_peaks
 
     rows = []
     for n in thread_counts:
@@ -101,7 +101,7 @@ def peak_rows(thread_counts: list[int]) -> list[Row]:
         notes = [", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items())]
         if "oneDNN bf16" not in peaks:
             notes.append("bf16 peak not measured: bf16 is not native on this CPU")
-        rows.append(Row(f"{PEAK_NAME} ({PEAK_N}^3 fp32, fastest route {top}), {label}",
+        rows.append(Row(f"{PEAK_NAME} (fp32, fastest route {top}), {label}",
                         str(n), fp32[top], unit="GFLOP/s", higher_is_better=True, notes=notes))
     return rows
 
@@ -123,7 +123,7 @@ def markdown(rows: list[Row], header: list[str], routes: list[str], quick: bool)
            "| row | threads | shortrun | reference (same run) | reference | shortrun better by "
            "| target |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        ratio = f"{r.ratio:.2f}×" if r.ratio is not None else "–"
+        ratio = f"{r.ratio:.3g}×" if r.ratio is not None else "–"
         out.append(f"| {r.name} | {r.threads} | {fmt(r.ours, r.unit)} | {fmt(r.ref, r.unit)} "
                    f"| {r.ref_name} | {ratio} | {r.target} |")
     out += ["", "## Details", ""]
