@@ -46,7 +46,7 @@ from speed_common import (  # noqa: E402
 )
 
 LANGEVIN_NAME = "Langevin MLP 2-128-128-1"
-PEAK_NAME = "GEMM peak 1024^3"
+PEAK_NAME = "GEMM peak"
 
 
 def langevin_rows(thread_counts: list[int], repeats: int, quick: bool) -> list[Row]:
@@ -89,7 +89,7 @@ def langevin_rows(thread_counts: list[int], repeats: int, quick: bool) -> list[R
 
 def peak_rows(thread_counts: list[int]) -> list[Row]:
     """The GEMM peak per route (``shortrun info``'s probe) at each thread count."""
-    from shortrun.info import gemm_peaks
+    from shortrun.info import PEAK_N, gemm_peaks
 
     rows = []
     for n in thread_counts:
@@ -101,7 +101,7 @@ def peak_rows(thread_counts: list[int]) -> list[Row]:
         notes = [", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items())]
         if "oneDNN bf16" not in peaks:
             notes.append("bf16 peak not measured: bf16 is not native on this CPU")
-        rows.append(Row(f"{PEAK_NAME} (fp32, fastest route {top}), {label}",
+        rows.append(Row(f"{PEAK_NAME} {PEAK_N}^3 (fp32, fastest route {top}), {label}",
                         str(n), fp32[top], unit="GFLOP/s", higher_is_better=True, notes=notes))
     return rows
 
