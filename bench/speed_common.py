@@ -68,14 +68,26 @@ def interleave(runs: dict[str, Callable[[], float]], repeats: int,
                warmup: bool = True) -> dict[str, list[float]]:
     """Seconds of each run, ``repeats`` times, in the order A B A B … so that load from other
     processes hits every side alike. A run returns its own seconds (so set-up it must not be
-    charged for stays outside its timer). One untimed warm-up of each first."""
+    charged for stays outside its timer). One untimed warm-up of each first. Every run starts
+    at the thread count the caller set: a run that changes it (the Trainer may drop to one
+    thread for small products, and shortrun caps NumPy's BLAS pool at torch's count) does not
+    pass its choice on to the next side."""
+    from threadpoolctl import threadpool_limits
+
+    n = torch.get_num_threads()
+
+    def start(fn: Callable[[], float]) -> float:
+        torch.set_num_threads(n)
+        threadpool_limits(limits=n, user_api="blas")
+        return fn()
+
     if warmup:
         for fn in runs.values():
-            fn()
+            start(fn)
     out: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(repeats):
         for name, fn in runs.items():
-            out[name].append(fn())
+            out[name].append(start(fn))
     return out
 
 
