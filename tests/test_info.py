@@ -21,8 +21,8 @@ EXPECTED = [
     r"fp32 GEMM peak \(64³, 1 thread\): torch\.mm \d+ GFLOP/s, .*NumPy \d+ GFLOP/s",
     r"route rbm \(rbm_digits, 100×64×20\): (torch|onednn|numpy)(@1)? \(.+\)",
     r"route rbm \(MNIST, 100×784×500\): (torch|onednn|numpy)(@1)? \(.+\)",
-    r"route mlp energy fast path: .+",
-    r"route lebm generator convolutions: .+",
+    r"route mlp \(Langevin, 10,000 chains 2→128→128→1\): (torch|onednn|fixed)(@1)? \(.+\)",
+    r"route conv \(lebm_svhn, batch 100\): (nchw|nhwc) \(.+\)",
     r"route cache: .+routes\.json .+",
 ]
 
@@ -33,7 +33,9 @@ def test_info_prints_every_line(capsys, monkeypatch):
     lines = capsys.readouterr().out.splitlines()
     for pattern in EXPECTED:
         assert any(re.fullmatch(pattern, line) for line in lines), (pattern, lines)
-    assert any(line.endswith("(pinned)") for line in lines if line.startswith("route rbm"))
+    for family in ("rbm", "mlp", "conv"):
+        assert any(line.endswith("(pinned)") for line in lines
+                   if line.startswith(f"route {family}"))
 
 
 def test_the_peak_is_measured_on_each_route():
@@ -44,8 +46,18 @@ def test_the_peak_is_measured_on_each_route():
 def test_unpinned_routes_show_what_was_measured(monkeypatch):
     monkeypatch.delenv("SHORTRUN_ROUTE")
     monkeypatch.setattr(routes, "measure", lambda name, fn: 2.0 if name == "torch" else 1.0)
-    lines = info.rbm_routes()
-    assert all(re.search(r"\(measured (\w+ [\d.e+]+ µs, )*torch 2e\+06 µs", s) for s in lines)
+    monkeypatch.delenv("SHORTRUN_ROUTE_MLP")
+    lines = info.rbm_routes() + info.mlp_routes()
+    assert all(re.search(r"\(measured (\S+ [\d.e+]+ µs, )*torch 2e\+06 µs", s) for s in lines)
+
+
+def test_the_conv_line_shows_the_measured_layouts(monkeypatch):
+    monkeypatch.delenv("SHORTRUN_ROUTE")
+    monkeypatch.delenv("SHORTRUN_ROUTE_CONV")
+    monkeypatch.setattr(info, "CONV_SHAPES", (("tiny", "mnist28", 4, 4, 3),))
+    monkeypatch.setattr(routes, "measure", lambda name, fn: 2.0 if name == "nhwc" else 1.0)
+    assert info.conv_routes() == ["route conv (tiny): nchw (measured nchw 1e+06 µs, "
+                                  "nhwc 2e+06 µs)"]
 
 
 def test_torch_build_is_parsed_minimally(monkeypatch):

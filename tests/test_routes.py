@@ -4,6 +4,7 @@ the cache file, a corrupt file costs one warning, and a pin skips the timing."""
 from __future__ import annotations
 
 import json
+import types
 import warnings
 
 import pytest
@@ -99,7 +100,107 @@ def test_an_unknown_pin_names_the_routes(monkeypatch):
     with pytest.raises(ConfigError) as err:
         _run_product()
     assert str(err.value) == ("SHORTRUN_ROUTE=mkl is not a route; use one of torch, onednn, "
-                              "numpy, or unset it to choose by measurement")
+                              "numpy, nchw, nhwc, or unset it to choose by measurement")
+
+
+def test_an_unknown_family_pin_names_that_familys_routes(monkeypatch):
+    monkeypatch.setenv("SHORTRUN_ROUTE_MLP", "numpy")
+    with pytest.raises(ConfigError) as err:
+        routes.pinned_route("mlp")
+    assert str(err.value) == ("SHORTRUN_ROUTE_MLP=numpy is not a mlp route; use one of torch, "
+                              "onednn, or unset it to choose by measurement")
+
+
+@pytest.mark.parametrize(("pin", "family", "expect"), [
+    ("onednn", "rbm", "onednn"), ("onednn", "mlp", "onednn"), ("onednn", "conv", routes.FIXED),
+    ("numpy", "mlp", routes.FIXED), ("nchw", "conv", "nchw"), ("nchw", "rbm", routes.FIXED)])
+def test_the_global_pin_fixes_the_families_it_names_no_route_of(monkeypatch, pin, family,
+                                                                expect):
+    monkeypatch.delenv("SHORTRUN_ROUTE_CONV", raising=False)
+    monkeypatch.delenv("SHORTRUN_ROUTE_MLP", raising=False)
+    monkeypatch.setenv("SHORTRUN_ROUTE", pin)
+    assert routes.pinned_route(family) == expect
+
+
+def test_a_second_thread_must_win_by_the_margin():
+    torch.set_num_threads(2)
+    m = routes.THREAD_MARGIN
+    assert routes.pick({"torch": 1.0, "torch@1": 0.99 * m, "onednn@1": m}) == "torch@1"
+    assert routes.pick({"torch": 1.0, "torch@1": 1.01 * m}) == "torch"
+    assert routes.pick({"torch": 1.0, "onednn": 2.0}) == "torch"  # no one-thread candidate
+    assert routes.pick({"onednn@1": 2.0, "torch@1": 1.0, "torch": 0.1}) == "torch"
+    torch.set_num_threads(1)  # at one thread every candidate is a one-thread one
+    assert routes.pick({"torch": 1.0, "torch@1": 1.2}) == "torch"
+
+
+def _clock(monkeypatch, ticks):
+    """routes' ``time.perf_counter`` reads ``ticks`` (the real clock stays untouched)."""
+    ticks = iter(ticks)
+    monkeypatch.setattr(routes, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+
+
+def test_the_timer_takes_the_median(monkeypatch):
+    _clock(monkeypatch, [0, 5, 0, 1, 0, 3, 0, 2, 0, 4])  # calls of 5, 1, 3, 2 and 4 s
+    monkeypatch.setattr(routes, "BUDGET_S", 100.0)
+    assert routes.measure("x", lambda: None) == 3
+
+
+# --- the re-measure of a route that runs far slower than recorded --------------------------
+
+def _watched(monkeypatch, times):
+    """A Chosen among two impls, measured with a fake timer reading ``times``."""
+    monkeypatch.setattr(routes, "measure", lambda name, fn: (fn(), times[name])[1])
+    calls: list[str] = []
+    impls = {n: (lambda x, n=n: calls.append(n) or x) for n in ("fast", "slow")}
+    return routes.choose_route("test|key", impls, 7), calls
+
+
+def _call_sampled(chosen, seconds, monkeypatch, n=1):
+    """``n`` sampled calls, each observed to take ``seconds`` (no real clock involved)."""
+    for _ in range(n):
+        chosen.calls = routes.SAMPLE_EVERY - 1
+        _clock(monkeypatch, [0.0, seconds])
+        assert chosen(7) == 7
+
+
+def test_a_route_running_far_over_its_record_is_measured_again_once(monkeypatch):
+    times = {"fast": 1.0, "slow": 2.0}
+    chosen, calls = _watched(monkeypatch, times)
+    assert chosen.name == "fast" and chosen.expected == 1.0
+    _call_sampled(chosen, 3.5, monkeypatch, routes.SLOW_SAMPLES - 1)
+    assert chosen.name == "fast" and not chosen.remeasured
+    times.update(fast=9.0)  # the machine changed: "fast" is now the slow one
+    _call_sampled(chosen, 3.5, monkeypatch)
+    assert chosen.remeasured and chosen.name == "slow"
+    entry = json.loads(routes.cache_path().read_text())[routes.machine_key()]["test|key"]
+    assert entry == {"name": "slow", "us": {"fast": 9e6, "slow": 2e6}}
+    timed = len(calls)
+    _call_sampled(chosen, 100.0, monkeypatch, 2 * routes.SLOW_SAMPLES)
+    assert len(calls) == timed + 2 * routes.SLOW_SAMPLES  # only the calls: no second re-measure
+
+
+def test_a_normal_sample_resets_the_slow_count(monkeypatch):
+    chosen, _ = _watched(monkeypatch, {"fast": 1.0, "slow": 2.0})
+    for _ in range(3):
+        _call_sampled(chosen, 3.5, monkeypatch, routes.SLOW_SAMPLES - 1)
+        _call_sampled(chosen, 2.9, monkeypatch)  # under SLOW_FACTOR × 1.0
+    assert not chosen.remeasured and chosen.slow == 0
+
+
+def test_only_every_nth_call_is_timed(monkeypatch):
+    chosen, calls = _watched(monkeypatch, {"fast": 1.0, "slow": 2.0})
+    _clock(monkeypatch, [])  # any reading of the clock fails
+    for _ in range(routes.SAMPLE_EVERY - 1):
+        chosen(7)
+    assert chosen.calls == routes.SAMPLE_EVERY - 1
+
+
+def test_a_pinned_or_cached_without_times_route_is_not_watched(monkeypatch):
+    chosen = routes.Chosen("a", {"a": lambda: 1})
+    _clock(monkeypatch, [])  # any reading of the clock fails
+    for _ in range(3 * routes.SAMPLE_EVERY):
+        chosen()
+    assert chosen.expected is None
 
 
 def test_the_real_timer_runs_the_call_and_returns_seconds():

@@ -41,6 +41,8 @@ _LAZY: dict[str, str] = {
     "PriorTilt": "shortrun.models.lebm_nets:PriorTilt",
     "LEBMText": "shortrun.models.lebm_text:LEBMText",
     "LEBMTextOptions": "shortrun.models.lebm_text:LEBMTextOptions",
+    "LatentDiffusionAmortizer": "shortrun.models.damc_nets:LatentDiffusionAmortizer",
+    "DAMCChains": "shortrun.models.damc:DAMCChains",
     "DualMCMC": "shortrun.models.dual_mcmc:DualMCMC",
     "DualMCMCOptions": "shortrun.models.dual_mcmc:DualMCMCOptions",
     "Classifier": "shortrun.models.classifier:Classifier",

@@ -232,13 +232,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from shortrun.report import write_report
+    from shortrun.report import frechet_lines, write_report
 
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise ConfigError(f"--out {args.out} is a file; report --out names a folder (it gets "
                           "index.html and its PNGs)")
     _refuse_overwrite(args.out, args.force)
     print(f"wrote {write_report(args.run_dir, args.out)}")
+    for line in frechet_lines(args.run_dir):
+        print(line)
     return 0
 
 

@@ -3,7 +3,8 @@
 Prints the CPU model and the flags the GEMM kernels dispatch on, torch's threads, torch's and
 NumPy's BLAS builds, a measured float32 GEMM peak (a 1024³ product through ``torch.mm``,
 oneDNN and NumPy, best of a few; about a second), whether bf16 is native (and its oneDNN peak
-where it is), and the route each product family takes here (issue 16, deliverable 1).
+where it is), and the route each product family takes here (rbm, mlp, conv; issue 16,
+deliverable 1).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from shortrun.onednn import onednn_linear, onednn_linear_works
 PEAK_N = 1024
 # the RBM products a recipe runs: (label, batch, visible, hidden)
 RBM_SHAPES = (("rbm_digits, 100×64×20", 100, 64, 20), ("MNIST, 100×784×500", 100, 784, 500))
+# the MLP energy's fast pass: (label, chains, input dim, width, depth)
+MLP_SHAPES = (("Langevin, 10,000 chains 2→128→128→1", 10_000, 2, 128, 2),)
+# the LEBM generator's chain step: (label, generator, nz, ngf, batch)
+CONV_SHAPES = (("lebm_svhn, batch 100", "svhn32", 100, 64, 100),)
 
 
 def torch_build() -> dict[str, str]:
@@ -76,17 +81,53 @@ def gemm_peaks(n: int | None = None) -> dict[str, float]:
     return out
 
 
+def _how(family: str, key: str) -> str:
+    entry = routes.remembered().get(key)
+    if routes.pinned_route(family):
+        return "pinned"
+    if entry:
+        return "measured " + ", ".join(f"{k} {t:g} µs" for k, t in entry["us"].items())
+    return "the only candidate"
+
+
 def rbm_routes() -> list[str]:
     """The route the RBM's hidden-unit product takes for each shape, and what was measured."""
     lines = []
     for label, batch, n_vis, n_hid in RBM_SHAPES:
         v, W, c = torch.rand(batch, n_vis).round(), torch.randn(n_vis, n_hid), torch.randn(n_hid)
         name = products.route_for(v, W, c)
-        entry = routes.remembered().get(products.route_key(products.FAMILY, v, W, c))
-        how = ("pinned" if routes.pinned_route(products.FAMILY, products.ROUTES) else
-               "measured " + ", ".join(f"{k} {t:g} µs" for k, t in entry["us"].items())
-               if entry else "the only candidate")
+        how = _how(products.FAMILY, products.route_key(products.FAMILY, v, W, c))
         lines.append(f"route rbm ({label}): {name} ({how})")
+    return lines
+
+
+def mlp_routes() -> list[str]:
+    """The route of the MLP energy's fast pass (Langevin) for each shape."""
+    from shortrun.energies import MLPEnergy, mlp
+
+    lines = []
+    for label, n, d, width, depth in MLP_SHAPES:
+        with torch.random.fork_rng(devices=[]):
+            energy = MLPEnergy(d, width, depth)
+        x = torch.randn(n, d, generator=torch.Generator().manual_seed(0))
+        name = mlp.route_for(energy, x).name
+        lines.append(f"route mlp ({label}): {name} ({_how(mlp.FAMILY, mlp.route_key(energy, x))})")
+    return lines
+
+
+def conv_routes() -> list[str]:
+    """The layout the LEBM generator settles on (``model.channels_last: auto``) per shape."""
+    from shortrun.models import conv_routes as conv
+    from shortrun.models.lebm_nets import Generator
+
+    lines = []
+    for label, kind, nz, ngf, batch in CONV_SHAPES:
+        with torch.random.fork_rng(devices=[]):
+            g = Generator(kind, nz, ngf, "auto")
+        z = torch.randn(batch, nz, 1, 1, generator=torch.Generator().manual_seed(0))
+        name = conv.layout_for(g.net, z, f"{kind}-nz{nz}-ngf{ngf}")
+        key = conv.route_key(z, f"{kind}-nz{nz}-ngf{ngf}")
+        lines.append(f"route conv ({label}): {name} ({_how(conv.FAMILY, key)})")
     return lines
 
 
@@ -122,10 +163,9 @@ def info_lines() -> list[str]:
     if "oneDNN bf16" in peaks:
         lines.append(f"bf16 GEMM peak ({PEAK_N}³, {threads}): "
                      f"oneDNN {peaks['oneDNN bf16']:.0f} GFLOP/s")
-    lines += rbm_routes()
-    lines += ["route mlp energy fast path: oneDNN for batches of 256 or more (fixed, not "
-              "measured)",
-              "route lebm generator convolutions: torch (fixed, not measured)",
-              f"route cache: {routes.cache_path()} (safe to delete; SHORTRUN_ROUTE="
-              "torch|onednn|numpy pins a route)"]
+    lines += rbm_routes() + mlp_routes() + conv_routes()
+    lines += [f"route cache: {routes.cache_path()} (safe to delete; SHORTRUN_ROUTE_RBM="
+              "torch|onednn|numpy, SHORTRUN_ROUTE_MLP=torch|onednn, SHORTRUN_ROUTE_CONV="
+              "nchw|nhwc pin one family; a second thread must win by "
+              f"{routes.THREAD_MARGIN:g}×)"]
     return lines

@@ -8,8 +8,9 @@ fastest depends on the machine: oneDNN ran about 2× torch's BLAS on the AMD EPY
 bench/results_rbm.md and 0.74× on an Intel Xeon (issue 16); a 100×64×20 product pays more in
 thread wake-ups than it computes. So the route *and* the thread count (the current one, or one
 thread for the call) are chosen by :func:`shortrun.routes.choose`, which times them at first use
-per shape bucket and caches the winner. ``SHORTRUN_ROUTE=torch|onednn|numpy`` (or
-``SHORTRUN_ROUTE_RBM``) pins one.
+per shape bucket and caches the winner (a second thread must win by
+:data:`shortrun.routes.THREAD_MARGIN`), and re-times them once if the chosen route runs far
+slower than recorded. ``SHORTRUN_ROUTE=torch|onednn|numpy`` (or ``SHORTRUN_ROUTE_RBM``) pins one.
 
 Every route computes the same product in a different summation order, and none is a candidate
 before it passed the float64 cross-check (:func:`route_works`; ``tests/test_products.py``).
@@ -116,19 +117,6 @@ def route_key(family: str, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor 
             f"|{dims}|{_layout(a)}{_layout(b)}|{'bias' if bias is not None else 'nobias'}")
 
 
-def _on_threads(impl: Impl, threads: int) -> Impl:
-    """``impl`` run with torch at ``threads`` threads for the one call (a 100×64×20 product
-    pays more for waking a second thread than it computes; issue 16, deliverable 4)."""
-    def run(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        before = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            return impl(a, b, bias)
-        finally:
-            torch.set_num_threads(before)
-    return run
-
-
 def candidates(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> dict[str, Impl]:
     """Every route that applies to these tensors and passed :func:`route_works`, at the
     current thread count (``torch``) and, with more than one thread, at one (``torch@1``).
@@ -145,7 +133,7 @@ def candidates(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> d
         if _applies(route, ts) and route_works(route, a.dtype):
             out[route] = IMPLS[route]
             if n > 1:
-                out[f"{route}@1"] = _on_threads(IMPLS[route], 1)
+                out[f"{route}@1"] = routes.on_threads(IMPLS[route], 1)
     return out
 
 
@@ -155,40 +143,46 @@ def route_for(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None
     the fixed order for what is not measured. The pin (``SHORTRUN_ROUTE...``) and the choice
     are settled at a shape's first product and memoised (:data:`shortrun.routes.MEMO`;
     :func:`shortrun.routes.forget` makes a changed pin count)."""
+    return _chosen(a, b, bias, family).name
+
+
+def _chosen(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
+            family: str = FAMILY) -> routes.Chosen:
     if not _measurable(a, b, bias):
         ts = (a, b) if bias is None else (a, b, bias)
         pinned = routes.pinned_route(family, ROUTES)
-        return pinned if pinned is not None and _applies(pinned, ts) else fixed_route(*ts)
+        name = pinned if pinned in IMPLS and _applies(pinned, ts) else fixed_route(*ts)
+        return _UNWATCHED[name]
     # the hot path: one tuple and a dict lookup per product (a 100×64×20 product takes ~6 µs)
     memo_key = (family, a.dtype, a.shape, b.shape, a.stride(), b.stride(), bias is None,
                 torch.get_num_threads(), torch._C._get_mkldnn_enabled())
-    name = routes.MEMO.get(memo_key)
-    if name is None:
-        name = routes.MEMO[memo_key] = _first_route(a, b, bias, family)
-    return name
+    chosen = routes.MEMO.get(memo_key)
+    if chosen is None:
+        chosen = routes.MEMO[memo_key] = _first_route(a, b, bias, family)
+    return chosen
 
 
 def _first_route(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
-                 family: str) -> str:
+                 family: str) -> routes.Chosen:
     ts = (a, b) if bias is None else (a, b, bias)
     pinned = routes.pinned_route(family, ROUTES)
     if pinned is not None:
-        return pinned if _applies(pinned, ts) else fixed_route(*ts)
+        return _UNWATCHED[pinned if pinned in IMPLS and _applies(pinned, ts)
+                          else fixed_route(*ts)]
     cands = candidates(a, b, bias)
-    if len(cands) == 1:
-        return next(iter(cands))
     if not cands:
-        return fixed_route(*ts)
-    key = route_key(family, a, b, bias)
-    return routes.choose(key, {name: (lambda f=f: f(a, b, bias)) for name, f in cands.items()})
+        return _UNWATCHED[fixed_route(*ts)]
+    return routes.choose_route(route_key(family, a, b, bias), cands, a, b, bias)
 
 
 def _run(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    return _BY_NAME[route_for(a, b, bias)](a, b, bias)
+    return _chosen(a, b, bias)(a, b, bias)
 
 
 # every name route_for can return: a route at the current threads, or at one (``torch@1``)
-_BY_NAME: dict[str, Impl] = {**IMPLS, **{f"{r}@1": _on_threads(f, 1) for r, f in IMPLS.items()}}
+_BY_NAME: dict[str, Impl] = {**IMPLS, **{f"{r}@1": routes.on_threads(f, 1)
+                                         for r, f in IMPLS.items()}}
+_UNWATCHED = {name: routes.Chosen(name, _BY_NAME) for name in _BY_NAME}
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -130,10 +130,38 @@ def _fmt(value) -> str:
     return str(value)
 
 
+FRECHET_KEYS = ("fd", "fd_generator", "fd_revised")
+
+
+def frechet_note(d: dict) -> str:
+    """The provenance of an FD in one line (empty for an eval.json written before it):
+    floor, extractor and its weights hash, sample sizes, reference split."""
+    if "fd_floor" not in d:
+        return ""
+    sha = str(d.get("fd_extractor_sha256") or "unknown")[:12]
+    return (f"floor (real vs real) {_fmt(d['fd_floor'])} at n={d.get('fd_floor_n', '?')}; "
+            f"extractor {d.get('fd_extractor', '?')} (sha256 {sha}…); "
+            f"{d.get('fd_n', '?')} generated vs {d.get('fd_reference', '?')} split "
+            f"(n={d.get('fd_n_ref', '?')})")
+
+
+def frechet_lines(run_dir: Path) -> list[str]:
+    """``KEY VALUE (provenance)`` for every FD in ``RUN_DIR/eval.json``: what
+    ``shortrun report`` prints in the terminal."""
+    path = Path(run_dir) / "eval.json"
+    d = json.loads(path.read_text()) if path.is_file() else {}
+    note = frechet_note(d)
+    return [f"{k} {_fmt(d[k])}" + (f"  ({note})" if note else "")
+            for k in FRECHET_KEYS if k in d]
+
+
 def _table(d: dict) -> str:
-    rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_fmt(v))}</td></tr>"
-                   for k, v in sorted(d.items()))
-    return f"<table><tr><th>metric</th><th>value</th></tr>{rows}</table>"
+    note = frechet_note(d)
+    rows = "".join(
+        f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_fmt(v))}</td>"
+        f"<td>{html.escape(note if k in FRECHET_KEYS else '')}</td></tr>"
+        for k, v in sorted(d.items()))
+    return f"<table><tr><th>metric</th><th>value</th><th>provenance</th></tr>{rows}</table>"
 
 
 def _img(name: str, caption: str) -> str:

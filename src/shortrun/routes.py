@@ -9,8 +9,21 @@ thread count, product family and shape bucket. The cache only ever holds a *choi
 routes that all passed the same float64 cross-check*, so deleting or corrupting it costs a
 re-measurement, never correctness; a corrupt file is ignored with one warning.
 
-``SHORTRUN_ROUTE=torch|onednn|numpy`` pins a route for every family, ``SHORTRUN_ROUTE_<FAMILY>``
-(e.g. ``SHORTRUN_ROUTE_RBM``) for one (:func:`pinned_route`).
+Three things keep a choice honest on a shared, loaded machine (issue 16, deliverables 3-4):
+each candidate's time is the *median* of its repetitions (what a call typically costs, not the
+luckiest one); a candidate running on more threads wins only when it beats the best one-thread
+candidate by :data:`THREAD_MARGIN` (a second thread's wake-up costs a scheduler slice whenever
+the other cores are busy: ``rbm_digits`` took 66 s at 2 threads against 9.3 s at one); and a
+chosen route is watched (:class:`Chosen`): every :data:`SAMPLE_EVERY`-th call is timed, and
+after :data:`SLOW_SAMPLES` samples in a row over :data:`SLOW_FACTOR` × the recorded time the
+candidates are timed once more and the cache entry replaced.
+
+Families and their routes (:data:`FAMILIES`): ``rbm`` (torch|onednn|numpy, the RBM GEMMs,
+:mod:`shortrun.products`), ``mlp`` (torch|onednn, the MLP energy's fast pass,
+:mod:`shortrun.energies.mlp`), ``conv`` (nchw|nhwc, the LEBM generator's layout,
+:mod:`shortrun.models.lebm_nets`). ``SHORTRUN_ROUTE_<FAMILY>=ROUTE`` (e.g.
+``SHORTRUN_ROUTE_MLP=torch``) pins one family; ``SHORTRUN_ROUTE=ROUTE`` pins every family that
+has that route and puts the others on their fixed, pre-measurement route (:func:`pinned_route`).
 """
 
 from __future__ import annotations
@@ -22,18 +35,28 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
 from shortrun.errors import ConfigError
 from shortrun.hardware import cpu_model
 
+T = TypeVar("T")
 REPEATS = 5
 BUDGET_S = 0.05  # per candidate: stop repeating once a candidate has used this much
+THREAD_MARGIN = 1.5  # a multi-thread candidate must be this much faster than one thread
+SAMPLE_EVERY = 64  # a watched route times one call in this many
+SLOW_FACTOR = 3.0  # a sampled call this many times over the recorded time is slow ...
+SLOW_SAMPLES = 3  # ... and this many slow samples in a row trigger one re-measurement
+FIXED = "fixed"  # pinned_route's answer for a family the global pin names no route of
+FAMILIES: dict[str, tuple[str, ...]] = {"rbm": ("torch", "onednn", "numpy"),
+                                        "mlp": ("torch", "onednn"),
+                                        "conv": ("nchw", "nhwc")}
 
-# (family, dtype, shapes, strides, bias?, threads, oneDNN on?) -> route name: the per-call memo
-# of the products module, so a cached product costs one dict lookup
-MEMO: dict[tuple, str] = {}
+# (family, dtype, shapes, ..., threads, oneDNN on?) -> Chosen: the per-call memo of the routed
+# families, so a settled route costs one dict lookup
+MEMO: dict[tuple, Chosen] = {}
 _memory: dict[str, dict] = {}  # key -> {"route", "threads", "us"}: this process's choices
 _disk: dict[str, dict] | None = None  # this machine's entries of the cache file, once read
 
@@ -49,16 +72,29 @@ def machine_key() -> str:
     return f"{cpu_model()} | torch {torch.__version__}"
 
 
-def pinned_route(family: str, choices: tuple[str, ...]) -> str | None:
-    """The route pinned by ``SHORTRUN_ROUTE_<FAMILY>`` or ``SHORTRUN_ROUTE`` (family first)."""
-    for var in (f"SHORTRUN_ROUTE_{family.upper()}", "SHORTRUN_ROUTE"):
-        value = os.environ.get(var)
-        if value:
-            if value not in choices:
-                raise ConfigError(f"{var}={value} is not a route; use one of "
-                                  f"{', '.join(choices)}, or unset it to choose by measurement")
-            return value
-    return None
+def pinned_route(family: str, choices: tuple[str, ...] | None = None) -> str | None:
+    """The route pinned by ``SHORTRUN_ROUTE_<FAMILY>`` or ``SHORTRUN_ROUTE`` (family first),
+    None when neither is set, or :data:`FIXED` when ``SHORTRUN_ROUTE`` names a route of another
+    family only (``SHORTRUN_ROUTE=onednn`` puts the conv layout on its fixed NHWC). A name no
+    family knows is a one-line :class:`ConfigError` listing the names."""
+    choices = choices if choices is not None else FAMILIES[family]
+    value = os.environ.get(f"SHORTRUN_ROUTE_{family.upper()}")
+    if value:
+        if value not in choices:
+            raise ConfigError(f"SHORTRUN_ROUTE_{family.upper()}={value} is not a {family} "
+                              f"route; use one of {', '.join(choices)}, or unset it to choose "
+                              "by measurement")
+        return value
+    value = os.environ.get("SHORTRUN_ROUTE")
+    if not value:
+        return None
+    if value in choices:
+        return value
+    known = list(dict.fromkeys(r for rs in (choices, *FAMILIES.values()) for r in rs))
+    if value in known:
+        return FIXED
+    raise ConfigError(f"SHORTRUN_ROUTE={value} is not a route; use one of {', '.join(known)}, "
+                      "or unset it to choose by measurement")
 
 
 def bucket(n: int) -> int:
@@ -67,19 +103,50 @@ def bucket(n: int) -> int:
 
 
 def measure(name: str, fn: Callable[[], object]) -> float:
-    """Best-of-:data:`REPEATS` seconds of ``fn()`` after one warm-up call (``name`` is for the
-    tests, which replace this function with a fake timer)."""
+    """Median seconds of up to :data:`REPEATS` calls of ``fn()`` after one warm-up call, fewer
+    once they used :data:`BUDGET_S` (``name`` is for the tests, which replace this function
+    with a fake timer). The median, not the best: a choice must hold for the typical call on
+    a machine other processes share."""
     fn()
-    best = float("inf")
-    spent = 0.0
+    times: list[float] = []
     for _ in range(REPEATS):
         t0 = time.perf_counter()
         fn()
-        dt = time.perf_counter() - t0
-        best, spent = min(best, dt), spent + dt
-        if spent > BUDGET_S:
+        times.append(time.perf_counter() - t0)
+        if sum(times) > BUDGET_S:
             break
+    times.sort()
+    return times[(len(times) - 1) // 2]
+
+
+def threads_of(name: str, threads: int | None = None) -> int:
+    """The thread count candidate ``name`` runs at: 1 for ``route@1``, else the current."""
+    return 1 if name.endswith("@1") else (threads or torch.get_num_threads())
+
+
+def pick(times: dict[str, float]) -> str:
+    """The fastest candidate, except that one on more threads must beat the fastest
+    one-thread candidate by :data:`THREAD_MARGIN` (module docstring)."""
+    best = min(times, key=times.__getitem__)
+    single = [n for n in times if threads_of(n) == 1]
+    if single and threads_of(best) > 1:
+        best_single = min(single, key=times.__getitem__)
+        if times[best_single] <= THREAD_MARGIN * times[best]:
+            return best_single
     return best
+
+
+def on_threads(fn: Callable[..., T], threads: int) -> Callable[..., T]:
+    """``fn`` run with torch at ``threads`` threads for the one call (a 100×64×20 product pays
+    more for waking a second thread than it computes; issue 16, deliverable 4)."""
+    def run(*args: object) -> T:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return fn(*args)
+        finally:
+            torch.set_num_threads(before)
+    return run
 
 
 def _read_disk() -> dict[str, dict]:
@@ -132,13 +199,74 @@ def choose(key: str, candidates: dict[str, Callable[[], object]]) -> str:
     if isinstance(cached, dict) and cached.get("name") in candidates:
         _memory[key] = cached
         return cached["name"]
+    return _measure_all(key, candidates)
+
+
+def _measure_all(key: str, candidates: dict[str, Callable[[], object]]) -> str:
     times = {name: measure(name, fn) for name, fn in candidates.items()}
-    best = min(times, key=times.__getitem__)
+    best = pick(times)
     entry = {"name": best, "us": {n: round(t * 1e6, 1) for n, t in times.items()}}
     _memory[key] = entry
     _read_disk()[key] = entry
     _write_disk(key, entry)
     return best
+
+
+def recorded_seconds(key: str) -> float | None:
+    """The measured time of ``key``'s chosen route (None when it was not measured)."""
+    entry = _memory.get(key)
+    try:
+        return float(entry["us"][entry["name"]]) / 1e6  # type: ignore[index]
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+class Chosen:
+    """The route a key settled on, called through: ``chosen(*args)`` runs ``impls[name]``.
+
+    When the route was measured (``key`` given), every :data:`SAMPLE_EVERY`-th call is timed;
+    :data:`SLOW_SAMPLES` samples in a row over :data:`SLOW_FACTOR` × the recorded time (a
+    choice cached while the machine was idle, or measured while it was loaded) re-time every
+    candidate on that call's arguments, once per process, and replace the cached choice. The
+    re-measured route passed the same cross-check (it is one of ``impls``), so switching
+    changes only the summation order.
+    """
+
+    __slots__ = ("name", "fn", "impls", "key", "expected", "calls", "slow", "remeasured")
+
+    def __init__(self, name: str, impls: dict[str, Callable[..., object]],
+                 key: str | None = None) -> None:
+        self.name, self.fn, self.impls, self.key = name, impls[name], impls, key
+        self.expected = recorded_seconds(key) if key is not None else None
+        self.calls, self.slow, self.remeasured = 0, 0, False
+
+    def __call__(self, *args: object) -> object:
+        self.calls += 1  # also tells the Trainer which routes a step used
+        if self.expected is None or self.calls % SAMPLE_EVERY:
+            return self.fn(*args)
+        t0 = time.perf_counter()
+        out = self.fn(*args)
+        self.observe(time.perf_counter() - t0, args)
+        return out
+
+    def observe(self, seconds: float, args: tuple) -> None:
+        """Count a sampled call's time; re-measure after enough slow ones in a row."""
+        assert self.expected is not None and self.key is not None
+        self.slow = self.slow + 1 if seconds > SLOW_FACTOR * self.expected else 0
+        if self.slow < SLOW_SAMPLES:
+            return
+        self.name = _measure_all(self.key, {n: (lambda f=f: f(*args))
+                                            for n, f in self.impls.items()})
+        self.fn = self.impls[self.name]
+        self.expected, self.remeasured = None, True  # once per process: no re-measure loops
+
+
+def choose_route(key: str, impls: dict[str, Callable[..., object]], *args: object) -> Chosen:
+    """:func:`choose` among ``impls`` called on ``args``, as a watched :class:`Chosen`."""
+    if len(impls) == 1:
+        return Chosen(next(iter(impls)), impls)
+    name = choose(key, {n: (lambda f=f: f(*args)) for n, f in impls.items()})
+    return Chosen(name, impls, key)
 
 
 def remembered() -> dict[str, dict]:

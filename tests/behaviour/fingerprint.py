@@ -59,6 +59,9 @@ NARROW = {
                           "model.inf_channels=8"],
     "dual_mcmc_celeba64": ["model.ebm_channels=16", "model.gen_channels=16",
                            "model.inf_channels=8"],
+    **{f"damc_{d}": ["model.ngf=16", "model.damc_width=16", "model.damc_emb=32",
+                     "model.damc_encoder_width=8", "model.damc_steps=10"]
+       for d in ("svhn", "cifar10", "celeba64")},
 }
 
 

@@ -11,9 +11,12 @@ from shortrun.metrics.anomaly import (
     SCORES_FILE,
     auprc,
     auprc_trapezoid,
+    auprc_worst,
     auroc,
     heldout_class_eval,
+    inverted_scores,
     pr_curve,
+    reference_auprcs,
 )
 
 
@@ -74,3 +77,36 @@ def test_bad_input_is_named(scores, labels, message):
 def test_protocol_needs_anomaly_class():
     with pytest.raises(ConfigError, match="data.anomaly_digit"):
         heldout_class_eval(lambda b: b[:, 0], torch.zeros(4, 1), torch.zeros(4), None)
+
+
+def test_worst_possible_auprc_by_hand():
+    # Normals ranked first (n0 = 2), then the anomalies: the k-th anomaly is found at
+    # precision k/(n0 + k), so AP = ½(⅓ + 2/4) = 5/12. The trapezoid over the PR points
+    # (1, ½), (½, ⅓), (0, 0): ½·(½ + ⅓)/2 + ½·(⅓ + 0)/2 = 7/24.
+    labels = [1, 0, 0, 1]
+    ref = reference_auprcs(labels)
+    assert ref["auprc_worst"] == pytest.approx(5 / 12)
+    assert ref["auprc_trapezoid_worst"] == pytest.approx(7 / 24)
+    assert ref["auprc_random"] == 0.5
+    assert auprc(inverted_scores(labels), labels) == pytest.approx(auprc_worst(labels))
+
+
+def test_worst_auprc_is_the_minimum_and_matches_the_integral():
+    # n0 = 12425 normals, n1 = 7877 anomalies (digit 1 on the papers' split): the mean of
+    # k/(n0 + k) is ≈ 1 − (n0/n1) ln(1 + n1/n0) ≈ 0.226, far above 0.
+    labels = np.array([1] * 7877 + [0] * 12425)
+    worst = auprc_worst(labels)
+    assert worst == pytest.approx(1 - 12425 / 7877 * np.log(1 + 7877 / 12425), abs=1e-3)
+    rng = np.random.default_rng(1)
+    for _ in range(3):  # no ranking goes below it
+        assert auprc(rng.standard_normal(labels.size), labels) > worst
+    # ties merge into one threshold: a tied inverted score is the prevalence, not the worst
+    assert auprc(-labels.astype(float), labels) == pytest.approx(labels.mean())
+
+
+def test_protocol_reports_the_reference_auprcs():
+    x = torch.arange(8.0).reshape(8, 1)
+    y = torch.tensor([0, 1, 0, 0, 1, 0, 0, 0])
+    out = heldout_class_eval(lambda b: b[:, 0], x, y, anomaly_class=1)
+    assert out["auprc_random"] == out["anomaly_prevalence"] == 0.25
+    assert out["auprc_worst"] == pytest.approx((1 / 7 + 2 / 8) / 2)

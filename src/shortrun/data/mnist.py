@@ -16,9 +16,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from shortrun.data.anomaly_split import SPLITS, carve_validation
+from shortrun.data.anomaly_split import pooled_anomaly_split as pooled_anomaly_split
 from shortrun.data.base import DataInfo, DataOptions, LoadedData, read_npz, resolve_data_dir
 from shortrun.data.idx import read_idx
-from shortrun.errors import DataError
+from shortrun.errors import ConfigError, DataError
 from shortrun.fields import fld
 
 IDX_NAMES = {
@@ -45,11 +47,22 @@ class MnistOptions(DataOptions):
                                     doc="the anomalous class, held out of training")
     # "test" by default so that run directories written before this option existed keep the
     # split they were trained on; the lebm_mnist_anomaly recipe sets "pooled"
-    anomaly_split: str = fld("test", choices=("pooled", "test"),
+    anomaly_split: str = fld("test", choices=("pooled", "test", "zenati"),
                              doc="with anomaly_digit: pooled = the protocol of the papers "
                                  "(all 70k images; 80% of the normal ones train, the other 20% "
-                                 "+ every anomaly test); test = the standard test split")
+                                 "+ every anomaly test); test = the standard test split; "
+                                 "zenati = bit-exactly the test split of the papers' loader as "
+                                 "their scripts run it (docs/lebm.md)")
     anomaly_split_seed: int = fld(42, doc="seed of the pooled split's permutation")
+    # default None: off, so every existing recipe trains on exactly the data it did
+    anomaly_val_digit: int | None = fld(None, ge=0, le=9,
+                                        doc="validation anomaly digit: its training images "
+                                            "leave training and become validation anomalies "
+                                            "(model and σ selection; the test split is "
+                                            "unchanged)")
+    anomaly_val_fraction: float = fld(0.1, gt=0.0, lt=1.0,
+                                      doc="with anomaly_val_digit: fraction of the training "
+                                          "normals held out as validation normals")
 
 
 def _read_arrays(root: Path, name: str) -> dict[str, np.ndarray]:
@@ -80,25 +93,6 @@ def _read_arrays(root: Path, name: str) -> dict[str, np.ndarray]:
                     f"get them from {WHERE[name]}")
 
 
-def pooled_anomaly_split(x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor,
-                         y_test: torch.Tensor, digit: int, seed: int = 42
-                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The held-out-digit split of Zenati et al. (2018, §4.1), which Kumar et al. (2019) and
-    Pang et al. (2020, §5.4) report on: pool all images; the normal ones (every class but
-    ``digit``) are shuffled with ``numpy.random.RandomState(seed)``, the first 80% train; the
-    test split is the other 20% of them plus every image of ``digit``. Returns
-    ``(x_train, y_train, x_test, y_test)``, the test split shuffled by the same generator."""
-    x_all, y_all = torch.cat([x_train, x_test]), torch.cat([y_train, y_test])
-    rng = np.random.RandomState(seed)
-    normal = torch.nonzero(y_all != digit).reshape(-1)
-    normal = normal[torch.from_numpy(rng.permutation(len(normal)))]
-    cut = int(len(normal) * 0.8)
-    test_idx = torch.cat([normal[cut:], torch.nonzero(y_all == digit).reshape(-1)])
-    # mixed, so that no evaluation batch is all anomalies
-    test_idx = test_idx[torch.from_numpy(rng.permutation(len(test_idx)))]
-    return x_all[normal[:cut]], y_all[normal[:cut]], x_all[test_idx], y_all[test_idx]
-
-
 def load_mnist(options: MnistOptions) -> LoadedData:
     root = resolve_data_dir(options.data_dir, options.name)
     arrays = _read_arrays(root, options.name)
@@ -106,27 +100,51 @@ def load_mnist(options: MnistOptions) -> LoadedData:
     x_test = torch.from_numpy(np.ascontiguousarray(arrays["x_test"])).float() / 255.0
     y_train = torch.from_numpy(arrays["y_train"].astype(np.int64))
     y_test = torch.from_numpy(arrays["y_test"].astype(np.int64))
+    x_val = y_val = None
     if options.anomaly_digit is not None:
-        if options.anomaly_split == "pooled":
-            x_train, y_train, x_test, y_test = pooled_anomaly_split(
+        if options.anomaly_split in SPLITS:
+            x_train, y_train, x_test, y_test = SPLITS[options.anomaly_split](
                 x_train, y_train, x_test, y_test, options.anomaly_digit,
                 options.anomaly_split_seed)
         else:
             keep = y_train != options.anomaly_digit
             x_train, y_train = x_train[keep], y_train[keep]
+    if options.anomaly_val_digit is not None:
+        check_val_digit(options)
+        # a seed of its own, so the validation draw never shifts the test protocol's stream
+        x_train, y_train, x_val, y_val = carve_validation(
+            x_train, y_train, options.anomaly_val_digit, options.anomaly_val_fraction,
+            options.anomaly_split_seed + 1)
     if options.n_train is not None:
         x_train, y_train = x_train[: options.n_train], y_train[: options.n_train]
     x_train, x_test = x_train[:, None], x_test[:, None]
-    if options.binarize is not None:
-        t = options.binarize
-        x_train, x_test = (x_train > t).float(), (x_test > t).float()
-        info = DataInfo(shape=(1, 28, 28), kind="binary", low=0.0, high=1.0)
-    elif options.scale == "symmetric":
-        x_train, x_test = x_train * 2 - 1, x_test * 2 - 1
-        info = DataInfo(shape=(1, 28, 28), kind="image", low=-1.0, high=1.0,
-                        raw_scale=127.5, raw_offset=127.5)
-    else:
-        info = DataInfo(shape=(1, 28, 28), kind="image", low=0.0, high=1.0, raw_scale=255.0)
+    x_train, info = _to_model_space(x_train, options)
+    x_test, _ = _to_model_space(x_test, options)
+    extras = {}
+    if x_val is not None:
+        # LoadedData.extras, not a new field: the validation split only anomaly eval reads
+        extras = {"val": _to_model_space(x_val[:, None], options)[0], "val_labels": y_val}
     return LoadedData(train=x_train, test=x_test, info=info, train_labels=y_train,
-                      test_labels=y_test)
+                      test_labels=y_test, extras=extras)
+
+
+def check_val_digit(options: MnistOptions) -> None:
+    if options.anomaly_digit is None:
+        raise ConfigError("data.anomaly_val_digit needs data.anomaly_digit (the test anomaly "
+                          "class); set both, or drop anomaly_val_digit")
+    if options.anomaly_val_digit == options.anomaly_digit:
+        raise ConfigError(f"data.anomaly_val_digit={options.anomaly_val_digit} is the test "
+                          "anomaly digit; pick another digit, so selection never sees the "
+                          "test anomalies")
+
+
+def _to_model_space(x: torch.Tensor, options: MnistOptions) -> tuple[torch.Tensor, DataInfo]:
+    """[0, 1] images to the model's scale, with the DataInfo of that scale."""
+    if options.binarize is not None:
+        return ((x > options.binarize).float(),
+                DataInfo(shape=(1, 28, 28), kind="binary", low=0.0, high=1.0))
+    if options.scale == "symmetric":
+        return (x * 2 - 1, DataInfo(shape=(1, 28, 28), kind="image", low=-1.0, high=1.0,
+                                    raw_scale=127.5, raw_offset=127.5))
+    return x, DataInfo(shape=(1, 28, 28), kind="image", low=0.0, high=1.0, raw_scale=255.0)
 

@@ -35,7 +35,11 @@ def floors(model: Any, cfg: Any, data: LoadedData, wanted: tuple[str, ...]) -> d
     extractor = Extractor("self", model.features, model.feature_dim, model.info)
     floor = fd_kid(extractor, data.train[pick], data.test, None, wanted, cfg.eval.batch_size,
                    cfg.eval.seed)
-    return {f"{k.split('_')[0]}_floor{k[len(k.split('_')[0]):]}": v for k, v in floor.items()}
+    out = {f"{k.split('_')[0]}_floor{k[len(k.split('_')[0]):]}": v for k, v in floor.items()}
+    # provenance: the weights these floors belong to, and what they compared
+    out.update(floor_extractor_sha256=extractor.weights_sha256, floor_reference="test",
+               floor_real="train")
+    return out
 
 
 def plan(ctx: EvalContext, metrics: list[str]) -> list[Group]:

@@ -17,6 +17,7 @@ import torch
 from shortrun.data.base import LoadedData
 from shortrun.evaluation.features import extractor_check, run_extractor
 from shortrun.evaluation.plan import EvalContext, EvalSpec, Group
+from shortrun.evaluation.provenance import frechet_provenance
 from shortrun.evaluation.sampling import sample_in_chunks
 from shortrun.metrics.features import fd_kid
 
@@ -51,9 +52,12 @@ def generator_and_revised_fd(model: Any, cfg: Any, data: LoadedData,
         return x0, model.revise_x(x0, cfg.sample.steps)
 
     generated, revised = sample_in_chunks(draw, n, bs, tick)
+    ref_feats = extractor.features(reference, data.info, bs)
     out: dict[str, Any] = {}
     for key, xs in (("fd_generator", generated), ("fd_revised", revised)):
-        out[key] = fd_kid(extractor, xs, reference, data.info, ("fd",), bs)["fd"]
+        out[key] = fd_kid(extractor, xs, reference, data.info, ("fd",), bs,
+                          reference_features=ref_feats)["fd"]
+    out.update(frechet_provenance(extractor, data, n, ref_feats, bs, cfg.eval.seed))
     out.update(fd_n=n, fd_n_ref=len(reference), fd_extractor=extractor.name)
     return out
 

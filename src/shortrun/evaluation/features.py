@@ -23,6 +23,7 @@ from typing import Any
 from shortrun.data.base import DATA_ENV, LoadedData
 from shortrun.errors import ConfigError, DataError
 from shortrun.evaluation.plan import EvalContext, Group
+from shortrun.evaluation.provenance import frechet_provenance, reference_split
 from shortrun.evaluation.sampling import sample_in_chunks
 from shortrun.metrics.features import Extractor, fd_kid
 
@@ -111,12 +112,19 @@ def extractor_check(cfg: Any) -> Callable[[], None]:
 
 def model_fd_kid(model: Any, data: LoadedData, cfg: Any, metrics: tuple[str, ...] = ("fd", "kid"),
                  tick: Callable[[int], None] | None = None) -> dict[str, float]:
-    """Sample ``eval.n_samples`` from ``model`` and compare with the test split (else train)."""
+    """Sample ``eval.n_samples`` from ``model`` and compare with the test split (else train);
+    an FD comes with its provenance (:mod:`shortrun.evaluation.provenance`)."""
     extractor = run_extractor(cfg)
     n, bs = cfg.eval.n_samples, cfg.eval.batch_size
     generated = sample_in_chunks(model.sample, n, bs, tick)
-    reference = data.test if data.test is not None else data.train
-    return fd_kid(extractor, generated, reference, data.info, metrics, bs, cfg.eval.seed)
+    _, reference = reference_split(data)
+    ref_feats = extractor.features(reference, data.info, bs)
+    out = fd_kid(extractor, generated, reference, data.info, metrics, bs, cfg.eval.seed,
+                 reference_features=ref_feats)
+    if "fd" in metrics:
+        out.update(frechet_provenance(extractor, data, len(generated), ref_feats, bs,
+                                      cfg.eval.seed))
+    return out
 
 
 def sampled_fd_kid_group(ctx: EvalContext, metrics: list[str]) -> Group:

@@ -79,12 +79,51 @@ def pr_curve(scores, labels) -> tuple[np.ndarray, np.ndarray]:
     return recall, precision
 
 
-def save_scores(run_dir: Path, scores, labels) -> Path:
-    """Write ``RUN_DIR/eval_scores.npz`` (``scores``, ``labels``) for ``shortrun report``."""
+def inverted_scores(labels) -> np.ndarray:
+    """The worst possible scores for ``labels``: every normal above every anomaly, all
+    distinct (ties would merge into one threshold and give the prevalence instead)."""
+    y = np.asarray(labels).reshape(-1)
+    s = np.empty(y.size, dtype=np.float64)
+    s[np.argsort(y, kind="stable")] = np.arange(y.size, 0, -1, dtype=np.float64)
+    return s
+
+
+def auprc_worst(labels) -> float:
+    """Average precision of a perfectly inverted score: with ``n0`` normals ranked first, the
+    ``k``-th anomaly is found at precision ``k / (n0 + k)``, so AP ``= mean_k k / (n0 + k)``
+    (≈ ``1 − (n0/n1) ln(1 + n1/n0)``). It is not 0: on the papers' MNIST split ≈ 0.19–0.23."""
+    _, y = _check(np.zeros(np.asarray(labels).size), labels)
+    n1, n0 = int(y.sum()), int((y == 0).sum())
+    k = np.arange(1, n1 + 1, dtype=np.float64)
+    return float(np.mean(k / (n0 + k)))
+
+
+def reference_auprcs(labels) -> dict[str, float]:
+    """The AUPRCs that frame a result on this split: ``auprc_random`` (the prevalence, the
+    expected AP of an uninformative score) and the worst possible (a perfectly inverted score)
+    for AP and the trapezoid."""
+    y = _check(np.zeros(np.asarray(labels).size), labels)[1]
+    worst = inverted_scores(y)
+    return {"auprc_random": float(y.mean()), "auprc_worst": auprc_worst(y),
+            "auprc_trapezoid_worst": auprc_trapezoid(worst, y)}
+
+
+def save_scores(run_dir: Path, scores, labels, **arrays) -> Path:
+    """Write ``RUN_DIR/eval_scores.npz`` (``scores``, ``labels``, and any named ``arrays``,
+    e.g. the terms of a score) for ``shortrun report``."""
     s, y = _check(scores, labels)
     path = Path(run_dir) / SCORES_FILE
-    np.savez(path, scores=s, labels=y)
+    extra = {k: v.detach().cpu().double().numpy() if isinstance(v, torch.Tensor)
+             else np.asarray(v) for k, v in arrays.items()}
+    np.savez(path, scores=s, labels=y, **extra)
     return path
+
+
+def ranking_metrics(scores, labels, suffix: str = "") -> dict[str, float]:
+    """``auprc``, ``auprc_trapezoid``, ``auroc`` of one score, keys ending in ``suffix``."""
+    return {f"auprc{suffix}": auprc(scores, labels),
+            f"auprc_trapezoid{suffix}": auprc_trapezoid(scores, labels),
+            f"auroc{suffix}": auroc(scores, labels)}
 
 
 @torch.no_grad()
@@ -95,7 +134,8 @@ def heldout_class_eval(score_fn: Callable[[torch.Tensor], torch.Tensor], x_test:
 
     ``score_fn`` maps a batch to ``(B,)`` scores, higher = more anomalous. Returns ``auprc``,
     ``auprc_trapezoid``, ``auroc`` and the counts; writes ``eval_scores.npz`` when ``run_dir``
-    is given."""
+    is given. ``auprc_random`` / ``auprc_worst`` / ``auprc_trapezoid_worst``
+    (:func:`reference_auprcs`) frame the value."""
     if anomaly_class is None:
         raise ConfigError("auprc/auroc need data.anomaly_digit: the class held out of training "
                           "that the test split treats as anomalous")
@@ -104,7 +144,11 @@ def heldout_class_eval(score_fn: Callable[[torch.Tensor], torch.Tensor], x_test:
     labels = (y_test.reshape(-1).cpu() == anomaly_class).long()
     if run_dir is not None:
         save_scores(run_dir, scores, labels)
-    return {"auprc": auprc(scores, labels), "auprc_trapezoid": auprc_trapezoid(scores, labels),
-            "auroc": auroc(scores, labels),
-            "anomaly_n": int(labels.sum()), "anomaly_n_normal": int((labels == 0).sum()),
-            "anomaly_prevalence": float(labels.float().mean())}
+    return {**ranking_metrics(scores, labels), **class_counts(labels),
+            **reference_auprcs(labels)}
+
+
+def class_counts(labels, prefix: str = "anomaly") -> dict[str, float]:
+    y = torch.as_tensor(labels).reshape(-1)
+    return {f"{prefix}_n": int(y.sum()), f"{prefix}_n_normal": int((y == 0).sum()),
+            f"{prefix}_prevalence": float(y.double().mean())}

@@ -11,6 +11,7 @@ loads runs, so it lives on the evaluation floor: :mod:`shortrun.evaluation.featu
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 
 import numpy as np
@@ -23,9 +24,12 @@ class Extractor:
     """A frozen network used as a feature map; call it on a batch, or :meth:`features`."""
 
     def __init__(self, name: str, net: Callable[[torch.Tensor], torch.Tensor], dim: int,
-                 info: DataInfo, channels: int | None = None) -> None:
+                 info: DataInfo, channels: int | None = None,
+                 weights_sha256: str | None = None) -> None:
         self.name, self.net, self.dim, self.info = name, net, dim, info
         self.channels = channels
+        # provenance of every Fréchet number: which weights made the features
+        self.weights_sha256 = weights_sha256 or module_sha256(net)
 
     def to_input_space(self, x: torch.Tensor, info: DataInfo | None) -> torch.Tensor:
         x = x.float()
@@ -52,18 +56,40 @@ class Extractor:
         return np.concatenate(parts) if parts else np.zeros((0, self.dim))
 
 
-def fd_kid(extractor: Extractor, generated: torch.Tensor, reference: torch.Tensor,
+def state_dict_sha256(module: torch.nn.Module) -> str:
+    """SHA-256 of a module's parameters and buffers: names, dtypes, shapes and bytes, in name
+    order. The same weights give the same hash whatever file or device they came from."""
+    h = hashlib.sha256()
+    for name, t in sorted(module.state_dict().items()):
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.numpy().tobytes() if t.dtype != torch.bfloat16 else
+                 t.float().numpy().tobytes())
+    return h.hexdigest()
+
+
+def module_sha256(net: object) -> str | None:
+    """:func:`state_dict_sha256` of ``net``, or of the module a bound method belongs to
+    (``model.features``); None for a plain function, whose weights cannot be read."""
+    owner = net if isinstance(net, torch.nn.Module) else getattr(net, "__self__", None)
+    return state_dict_sha256(owner) if isinstance(owner, torch.nn.Module) else None
+
+
+def fd_kid(extractor: Extractor, generated: torch.Tensor, reference: torch.Tensor | None,
            info: DataInfo | None = None, metrics: tuple[str, ...] = ("fd", "kid"),
-           batch_size: int = 500, seed: int = 0, kid_subsets: int = 100) -> dict[str, float]:
+           batch_size: int = 500, seed: int = 0, kid_subsets: int = 100,
+           reference_features: np.ndarray | None = None) -> dict[str, float]:
     """FD and/or KID between ``generated`` and ``reference`` images (model space of ``info``).
 
-    Keys: ``fd`` with ``fd_n`` / ``fd_n_ref`` (sample sizes, always beside the value) and
-    ``kid`` with ``kid_std`` / ``kid_n``."""
+    ``reference_features`` (the extractor's features of ``reference``) skips that pass when
+    they are already computed. Keys: ``fd`` with ``fd_n`` / ``fd_n_ref`` (sample sizes, always
+    beside the value) and ``kid`` with ``kid_std`` / ``kid_n``."""
     from shortrun.metrics.frechet import frechet_distance_from_stats, frechet_stats
     from shortrun.metrics.kid import kid
 
     fa = extractor.features(generated, info, batch_size)
-    fb = extractor.features(reference, info, batch_size)
+    fb = (reference_features if reference_features is not None
+          else extractor.features(reference, info, batch_size))
     out: dict[str, float] = {}
     if "fd" in metrics:
         sa, sb = frechet_stats(fa), frechet_stats(fb)

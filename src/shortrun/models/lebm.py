@@ -14,6 +14,11 @@ Updates, in the order of the authors' ``train_svhn.py``: posterior chain, prior 
 step on ``Σ_pixels ‖x − g(z⁺)‖² / B`` (the ``generator_loss`` hook, which the text subclass
 overrides), EBM step on ``mean E_α(z⁺) − mean E_α(z⁻)`` (the
 contrastive objective, Eq. 7). ``model.prior: gaussian`` removes the EBM (the paper's ablation).
+
+``model.prior_sampler: damc`` starts both chains from a learned diffusion sampler instead of
+``N(0, I)`` and trains it on the chains' outputs (Yu et al. 2023; :mod:`shortrun.models.damc`):
+the chains and the updates above are unchanged, only where the chains start
+(:meth:`LEBM.training_chains`) and one more update between the chains and the generator step.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from shortrun.data.base import DataInfo
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions, OptimOptions, merge_options
+from shortrun.models.damc import DAMCChains, build_amortizer
 from shortrun.models.inputs import check_batch, check_sample_args
 from shortrun.models.lebm_nets import ACTIVATIONS, GENERATORS, Generator, PriorTilt, pick_generator
 from shortrun.objectives.contrastive import contrastive_loss
@@ -56,6 +62,50 @@ class LatentPriorOptions(ModelOptions):
                               "one exception to lr_<net> defaulting to train.lr)")
     lr_generator: float | None = fld(None, gt=0,
                                      doc="Adam lr of the generator / decoder; default train.lr")
+    # --- the diffusion-amortized sampler (Yu et al. 2023); sizes of the authors' code ---------
+    prior_sampler: str = fld("langevin", choices=("langevin", "damc"),
+                             doc="langevin: chains from N(0, I) (Pang et al. 2020); damc: from "
+                                 "a learned diffusion amortizer (Yu et al. 2023)")
+    damc_width: int = fld(128, gt=0, doc="amortizer noise-net width w (layers w, 2w, 2w)")
+    damc_emb: int = fld(1024, gt=0, doc="amortizer condition-embedding size")
+    damc_time_emb: int = fld(128, gt=0, doc="amortizer noise-level embedding size")
+    damc_encoder_width: int = fld(64, gt=0, doc="amortizer encoder base width (nif)")
+    damc_steps: int = fld(100, ge=2, doc="diffusion sampling steps of the amortizer")
+    damc_logsnr_min: float = fld(-5.1, doc="log-SNR at t = 1 (most noise)")
+    damc_logsnr_max: float = fld(9.8, doc="log-SNR at t = 0 (least noise)")
+    damc_mask_prob: float = fld(0.2, ge=0, le=1,
+                                doc="probability of dropping x from an amortizer target")
+    damc_uncond: str = fld("dropout", choices=("dropout", "both"),
+                           doc="dropout: damc_mask_prob per example; both: conditional + "
+                               "unconditional loss on every example (anomaly script)")
+    damc_updates: int = fld(6, gt=0, doc="amortizer steps per iteration")
+    damc_ema: float = fld(0.005, gt=0, le=1, doc="rate of the slow copy that starts the chains")
+    damc_ema_every: int = fld(10, gt=0, doc="iterations between slow-copy updates")
+    damc_noise_chains: bool = fld(True, doc="also start as many prior chains from N(0, I)")
+    damc_sample_steps: int = fld(0, ge=0, doc="prior steps after q(z) in sample(); 0: none")
+    lr_amortizer: float | None = fld(None, gt=0, doc="AdamW lr of the amortizer; default train.lr")
+    weight_decay_amortizer: float | None = fld(None, ge=0,
+                                               doc="AdamW weight decay; default train.weight_decay")
+
+
+ANOMALY_SCORES = ("joint", "tilt", "unweighted")
+
+
+def anomaly_scores_from_terms(terms: dict[str, torch.Tensor], sigma: float,
+                              ) -> dict[str, torch.Tensor]:
+    """Every named anomaly score from the terms at one posterior sample (higher = more
+    anomalous). ``terms``: ``sse`` ``‖x − g(z)‖²``, ``prior`` ``E_α(z) = −f_α(z) +
+    ‖z‖²/(2σ_p²)``, ``tilt`` ``−f_α(z)``.
+
+    - ``joint`` = ``sse/(2σ²) + prior``: ``−log p(x, z)`` + const, the score of Pang et al.
+      (2020, §5.4), with ``σ`` the trained ``llhd_sigma`` or a σ′ chosen on validation;
+    - ``tilt`` = ``−f_α(z)``: how much the learned prior disfavours z against N(0, σ_p²I);
+    - ``unweighted`` = ``sse + prior``: the score of the successor's code (Yu et al. 2023,
+      DAMC), ``‖x − g(z)‖² + E(z) + ‖z‖²/2`` with σ_p = 1; the joint score at σ′ = 1/√2.
+    """
+    sse, prior = terms["sse"], terms["prior"]
+    return {"joint": sse / (2 * sigma ** 2) + prior, "tilt": terms["tilt"],
+            "unweighted": sse + prior}
 
 
 @dataclass
@@ -64,9 +114,17 @@ class LEBMOptions(LatentPriorOptions):
     generator: str = fld("auto", choices=GENERATORS, doc="auto: picked from the data shape")
     ngf: int = fld(64, gt=0, doc="generator width")
     llhd_sigma: float = fld(0.3, gt=0, doc="σ of the observation noise ε ~ N(0, σ²I)")
-    channels_last: bool = fld(True, doc="NHWC generator (faster on CPU, same results)")
-    anomaly_score: str = fld("joint", choices=("joint", "tilt"),
-                             doc="joint: −log p(x, z); tilt: −f_α(z) alone, both at z ~ p(z|x)")
+    channels_last: bool | str = fld("auto", choices=(True, False, "auto"),
+                                    doc="true: NHWC generator, false: NCHW; auto: the faster "
+                                        "on this machine, measured at the first forward")
+    anomaly_score: str = fld("joint", choices=ANOMALY_SCORES,
+                             doc="joint: −log p(x, z) (Pang et al. 2020); tilt: −f_α(z) alone; "
+                                 "unweighted: ‖x − g(z)‖² + E_α(z) (Yu et al. 2023); all at "
+                                 "one z ~ p(z|x)")
+    anomaly_llhd_sigma: float | None = fld(None, gt=0,
+                                           doc="σ′ weighting the reconstruction term of the "
+                                               "joint score, post hoc (selected on "
+                                               "validation); default llhd_sigma")
     eval_post_steps: int | None = fld(None, gt=0,
                                       doc="posterior steps for mse/auprc; default post_steps")
 
@@ -110,7 +168,17 @@ class LEBM(Model):
         self._given(generator=generator, prior=prior)
         self.generator = generator
         self.tilt = prior
+        self.damc: DAMCChains | None = None  # built by setup() once the data shape is known
         self._finish_init()
+
+    def setup(self, info: DataInfo) -> None:
+        """``prior_sampler: damc``: the amortizer, whose encoder depends on the data shape."""
+        self.build_damc(info)
+
+    def build_damc(self, info: DataInfo, vocab: int | None = None) -> None:
+        if self.options.prior_sampler == "damc":
+            amortizer = build_amortizer(self.options, tuple(info.shape), info.kind, vocab)
+            self.damc = DAMCChains(amortizer).to(self.device)
 
     @classmethod
     def from_config(cls, options: LEBMOptions, info: DataInfo) -> LEBM:
@@ -156,25 +224,42 @@ class LEBM(Model):
     def sample_prior(self, n: int, steps: int | None = None,
                      generator: torch.Generator | None = None,
                      callback: Callable[[int, torch.Tensor, LangevinInfo], None] | None = None,
-                     ) -> torch.Tensor:
-        """Short-run (or, with ``steps``, long-run) prior chain from ``N(0, init_sigma²I)``.
+                     start: torch.Tensor | None = None) -> torch.Tensor:
+        """Short-run (or, with ``steps``, long-run) prior chain from ``N(0, init_sigma²I)``,
+        from ``start`` when given, or (``prior_sampler: damc``) from the amortizer's ``q_φ(z)``
+        followed by ``steps`` (default ``damc_sample_steps``) steps.
 
         With the Gaussian prior the draw is exact and no chain is run (unless a callback asks
         for a trace)."""
         m: LEBMOptions = self.options
-        if self.tilt is None and callback is None:
+        if self.tilt is None and callback is None and start is None:
             return m.prior_sigma * torch.randn((n, m.nz), generator=generator, device=self.device)
+        if start is None and self.damc is not None:
+            start = self.damc.start_prior(n, generator)
+            steps = m.damc_sample_steps if steps is None else steps
+        elif start is None:
+            start = self.init_z(n, generator)
+            steps = steps or m.prior_steps
+        elif steps is None:
+            steps = m.prior_steps
         with frozen(self):
-            z, _ = langevin(self.prior_energy, self.init_z(n, generator), steps or m.prior_steps,
-                            m.prior_step_size, 1.0, generator=generator, callback=callback)
+            z, _ = langevin(self.prior_energy, start, steps, m.prior_step_size, 1.0,
+                            generator=generator, callback=callback)
         return z
 
     def sample_posterior(self, x: torch.Tensor, steps: int | None = None,
-                         generator: torch.Generator | None = None) -> torch.Tensor:
-        """Short-run posterior chain ``z ~ p(z | x)`` from ``N(0, init_sigma²I)``."""
+                         generator: torch.Generator | None = None,
+                         start: torch.Tensor | None = None) -> torch.Tensor:
+        """Short-run posterior chain ``z ~ p(z | x)`` from ``N(0, init_sigma²I)``, from
+        ``start`` when given, or (``prior_sampler: damc``) from the amortizer's ``q_φ(z | x)``."""
         m: LEBMOptions = self.options
         with frozen(self):
-            z0 = self.init_z(x.shape[0], generator)
+            if start is not None:
+                z0 = start
+            elif self.damc is not None:
+                z0 = self.damc.start_posterior(x, generator)
+            else:
+                z0 = self.init_z(x.shape[0], generator)
             z, _ = langevin(lambda z: self.posterior_energy(z, x), z0, steps or m.post_steps,
                             m.post_step_size, 1.0, generator=generator)
         return z
@@ -191,6 +276,13 @@ class LEBM(Model):
         if self.tilt is not None:
             opts["prior"] = torch.optim.Adam(self.tilt.parameters(), lr=m.lr_prior,
                                              betas=t.betas, weight_decay=t.weight_decay)
+        if self.damc is not None:
+            # AdamW as in the authors' code; lr_amortizer / weight_decay_amortizer fall back to
+            # train.lr / train.weight_decay like every lr_<net>
+            wd = t.weight_decay if m.weight_decay_amortizer is None else m.weight_decay_amortizer
+            opts["amortizer"] = torch.optim.AdamW(self.damc.amortizer.parameters(),
+                                                  lr=self.lr_of("amortizer", t),
+                                                  betas=t.betas, weight_decay=wd)
         return opts
 
     def training_batch(self, batch: torch.Tensor) -> torch.Tensor:
@@ -206,15 +298,39 @@ class LEBM(Model):
         sq = (x - self.generator(z)).flatten(1).pow(2).sum(1)
         return sq.mean(), {"mse_post": float(sq.detach().mean()) / x[0].numel()}
 
+    def training_chains(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(z⁺, z⁻)``: the posterior chain, then the prior chain (None without the EBM).
+
+        ``prior_sampler: damc`` starts both from ``z₀ ~ q_φ̄(z | x)`` (the amortizer's slow
+        copy), the prior chains also from ``N(0, init_sigma²I)`` with ``damc_noise_chains``
+        (twice as many negatives), as in the authors' training scripts."""
+        if self.damc is None:
+            z_pos = self.sample_posterior(x)
+            return z_pos, (self.sample_prior(x.shape[0]) if self.tilt is not None else None)
+        with frozen(self):
+            z0 = self.damc.start_posterior(x, slow=True)
+        z_pos = self.sample_posterior(x, start=z0)
+        if self.tilt is None:
+            return z_pos, None
+        start = torch.cat([z0, self.init_z(x.shape[0])]) if self.options.damc_noise_chains else z0
+        return z_pos, self.sample_prior(start.shape[0], start=start)
+
     def training_step(self, batch, step, optimizers):
         """One learning iteration in the official order: posterior chain, prior chain,
-        generator step (:meth:`generator_loss`), EBM step (contrastive, Eq. 7)."""
+        [DAMC: amortizer steps on ``(x, z⁺)``], generator step (:meth:`generator_loss`), EBM
+        step (contrastive, Eq. 7)."""
         x = self.training_batch(batch)
-        z_pos = self.sample_posterior(x)
-        z_neg = self.sample_prior(x.shape[0]) if self.tilt is not None else None
+        if self.options.prior_sampler == "damc" and "amortizer" not in optimizers:
+            raise ConfigError("LEBM(prior_sampler='damc'): the amortizer is built when the model "
+                              "knows its data; bind it (info=...) before build_optimizers()")
+        z_pos, z_neg = self.training_chains(x)
+        metrics: dict[str, float] = {}
+        if self.damc is not None:
+            metrics.update(self.damc.learn(x, z_pos, optimizers["amortizer"], step,
+                                           self.options, self.optimizer_step))
         loss_g, extra = self.generator_loss(x, z_pos)
         self.optimizer_step(optimizers["generator"], loss_g, self.generator.parameters())
-        metrics = {"loss": float(loss_g.detach()), **extra}
+        metrics.update({"loss": float(loss_g.detach()), **extra})
         if self.tilt is not None:
             out = contrastive_loss(self.prior_energy(z_pos), self.prior_energy(z_neg))
             self.optimizer_step(optimizers["prior"], out.loss, self.tilt.parameters())
@@ -263,13 +379,36 @@ class LEBM(Model):
 
         ``model.anomaly_score: joint`` (default): ``−log p(x, z)`` up to a constant,
         ``‖x − g(z)‖²/(2σ²) − f_α(z) + ‖z‖²/(2σ_p²)`` (the paper thresholds the unnormalised
-        ``log p(x, z)``; this is its negative). ``tilt``: the EBM term ``−f_α(z)`` alone, i.e.
-        how much the learned prior disfavours the latent code relative to the Gaussian."""
+        ``log p(x, z)``; this is its negative), the reconstruction weighted by σ′
+        (``anomaly_llhd_sigma``, default ``llhd_sigma``). ``tilt``: the EBM term ``−f_α(z)``
+        alone, i.e. how much the learned prior disfavours the latent code relative to the
+        Gaussian. ``unweighted``: ``‖x − g(z)‖² + E_α(z)`` (Yu et al. 2023). See
+        :func:`anomaly_scores_from_terms`."""
+        m = self.options
+        if m.anomaly_score == "tilt" and self.tilt is None:
+            raise ConfigError("model.anomaly_score=tilt needs the EBM prior; this model has the "
+                              "Gaussian prior (model.prior=gaussian): use joint or unweighted")
+        terms = self.anomaly_terms(x, steps, generator)
+        return anomaly_scores_from_terms(terms, self.anomaly_sigma)[m.anomaly_score]
+
+    @property
+    def anomaly_sigma(self) -> float:
+        """σ′ of the joint score: ``anomaly_llhd_sigma``, else the trained ``llhd_sigma``."""
+        m = self.options
+        return m.anomaly_llhd_sigma if m.anomaly_llhd_sigma is not None else m.llhd_sigma
+
+    @torch.no_grad()
+    def anomaly_terms(self, x: torch.Tensor, steps: int | None = None,
+                      generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+        """The terms of every anomaly score at one posterior sample ``z ~ p(z|x)``, each
+        ``(B,)``: ``sse`` ``‖x − g(z)‖²``, ``prior`` ``E_α(z)``, ``tilt`` ``−f_α(z)`` (zero
+        with the Gaussian prior). :func:`anomaly_scores_from_terms` combines them, so every
+        variant (and every σ′) is scored from the same draws."""
         x = check_batch(x, self.info, "anomaly_score", device=self.device)
         z = self.sample_posterior(x, steps, generator)
-        if self.options.anomaly_score == "tilt" and self.tilt is not None:
-            return -self.tilt_value(z)
-        return self.posterior_energy(z, x)
+        tilt = -self.tilt_value(z) if self.tilt is not None else torch.zeros_like(z[:, 0])
+        return {"sse": (x - self.generator(z)).flatten(1).pow(2).sum(1),
+                "prior": self.prior_energy(z), "tilt": tilt}
 
     def draw(self, path, n):
         from shortrun.plotting import save_samples

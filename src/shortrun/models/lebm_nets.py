@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from shortrun.errors import ConfigError
+from shortrun.models.conv_routes import FORMATS, layout_for
 
 GENERATORS = ("auto", "mnist28", "svhn32", "celeba64")
 SHAPES = {"mnist28": (1, 28, 28), "svhn32": (3, 32, 32), "celeba64": (3, 64, 64)}
@@ -57,23 +58,39 @@ def pick_generator(kind: str, shape: tuple[int, ...]) -> str:
 
 
 class Generator(nn.Module):
-    """``g_β(z)``: ``(B, nz)`` → ``(B, C, H, W)`` in [-1, 1]."""
+    """``g_β(z)``: ``(B, nz)`` → ``(B, C, H, W)`` in [-1, 1].
 
-    def __init__(self, kind: str, nz: int, ngf: int, channels_last: bool = False) -> None:
+    ``channels_last``: True runs the convolutions in NHWC, False in NCHW, ``"auto"`` settles
+    the layout at the first forward pass by measurement (:mod:`shortrun.models.conv_routes`);
+    the arithmetic is the same up to float rounding."""
+
+    def __init__(self, kind: str, nz: int, ngf: int, channels_last: bool | str = False) -> None:
         super().__init__()
-        self.kind, self.nz = kind, nz
+        self.kind, self.nz, self.ngf = kind, nz, ngf
         self.net = nn.Sequential(*generator_layers(kind, nz, ngf))
         for m in self.modules():
             if isinstance(m, nn.ConvTranspose2d):
                 nn.init.xavier_normal_(m.weight)
-        # NHWC lets oneDNN pick faster transposed-convolution kernels on CPU (bench/lebm_speed.py
-        # measures it); the arithmetic is the same up to float rounding.
-        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self.memory_format: torch.memory_format | None = None  # None: settled at first use
+        if channels_last != "auto":
+            self.set_layout("nhwc" if channels_last else "nchw")
+
+    def set_layout(self, layout: str) -> None:
+        """Run the convolutions in ``nchw`` or ``nhwc`` from now on (parameters keep their
+        values and identity, so optimisers are unaffected)."""
+        self.memory_format = FORMATS[layout]
         self.net.to(memory_format=self.memory_format)
 
+    @property
+    def layout(self) -> str | None:
+        """``nchw``, ``nhwc``, or None before an ``auto`` layout is settled."""
+        return {f: n for n, f in FORMATS.items()}.get(self.memory_format)
+
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        z = z.reshape(z.shape[0], self.nz, 1, 1).contiguous(memory_format=self.memory_format)
-        return self.net(z)
+        z = z.reshape(z.shape[0], self.nz, 1, 1)
+        if self.memory_format is None:
+            self.set_layout(layout_for(self.net, z, f"{self.kind}-nz{self.nz}-ngf{self.ngf}"))
+        return self.net(z.contiguous(memory_format=self.memory_format))
 
 
 class PriorTilt(nn.Module):

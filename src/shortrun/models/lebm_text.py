@@ -73,6 +73,11 @@ class LEBMText(LEBM):
         model.user_networks = ()
         return model
 
+    def setup(self, info: DataInfo) -> None:
+        """``prior_sampler: damc``: the amortizer encodes token ids (a mean word embedding)."""
+        if self.options.prior_sampler == "damc":
+            self.build_damc(info, text_vocab_size(info, self.name))
+
     def init_z(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """``N(0, init_sigma²I)`` in the decoder's dtype (float64 models check gradients)."""
         w = self.generator.out.weight

@@ -33,6 +33,7 @@ from shortrun.train.progress import ProgressLines, metric_rows
 from shortrun.train.provenance import record_provenance
 from shortrun.train.rundir import CONFIG, LAST, has_checkpoint, prepare_new
 from shortrun.train.stopping import StopSignals
+from shortrun.train.threads import ThreadsForTheWork
 
 
 @dataclass
@@ -210,6 +211,7 @@ class Trainer:
         self.model.train()
         in_step = False
         stop = StopSignals(enabled=not self.dist.enabled)
+        threads = ThreadsForTheWork(t.threads)
         try:
             stop.install()
             while self.step < self.total_steps:
@@ -224,6 +226,7 @@ class Trainer:
                 check_finite(metrics, t.energy_bound, self.step + 1, self.run_dir,
                              self.last_good)
                 window.add(metrics)
+                threads.after_first_step()
                 self.step += 1
                 in_step = False
                 bar.update(1)
@@ -254,6 +257,7 @@ class Trainer:
             self._save_after_error(exc, in_step)
             raise
         finally:
+            threads.restore()
             stop.restore()
             bar.close()
             self.logger.close()

@@ -1,0 +1,200 @@
+"""LEBM MNIST anomaly detection, the papers' protocol with selection on validation only.
+
+For each held-out digit ``d`` and training seed ``s`` (Pang et al. 2020 report mean ± std
+over 3 seeds):
+
+1. **Selection run** ``OUT/d{d}/s{s}/select``: ``lebm_mnist_anomaly`` with
+   ``data.anomaly_val_digit = v(d)`` (default ``(d + 1) % 10``): the training images of
+   ``v`` and a ``data.anomaly_val_fraction`` slice of the normal training images leave
+   training and form the validation split. Trained in stages (``--stages``); after each, the
+   score terms of the validation split are saved (``val_step{K}.npz``).
+2. **Selection** (:func:`shortrun.evaluation.lebm_selection.select`): per score variant the
+   checkpoint (and for ``joint_sigma`` the σ′ of the reconstruction term) with the best
+   validation AP. The test split is never read here.
+3. **Test** (``--final retrain``, the default): ``OUT/d{d}/s{s}/final`` trains the recipe on
+   the papers' training split (no digit removed but ``d``), stopping at the chosen steps; at
+   each, the test terms are scored once and every variant chosen at that step is applied.
+   ``--final same`` scores the test split with the selection run itself (half the training,
+   but that model never saw digit ``v``, which the test counts as normal).
+
+Finished stages are reused: a rerun only computes what is missing. The split is
+``data.anomaly_split`` of the recipe (``pooled``) unless ``--set data.anomaly_split=zenati``.
+
+    SHORTRUN_DATA=/work/shared/data nice -n 5 .venv/bin/python bench/lebm_anomaly_protocol.py \
+        --digits 1,4,5,7,9 --seeds 1,2,3 --out runs/lebm_anomaly_protocol \
+        [--set train.steps=3000] [--stages 4] [--table OUT/table.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from shortrun.data.registry import load_data
+from shortrun.evaluation.lebm import score_terms
+from shortrun.evaluation.lebm_selection import SIGMAS, VARIANTS, select, variant_scores
+from shortrun.metrics.anomaly import auprc, auprc_trapezoid, reference_auprcs
+from shortrun.run import load_run
+from shortrun.train.checkpoint import load_checkpoint
+
+RECIPE = "lebm_mnist_anomaly"
+PAPER = {1: 0.336, 4: 0.630, 5: 0.619, 7: 0.463, 9: 0.413}  # Pang et al. 2020, Table 4
+SUCCESSOR = {1: 0.684, 4: 0.911, 5: 0.939, 7: 0.801}  # Yu et al. 2023 (DAMC)
+TERMS = ("sse", "prior", "tilt")
+
+
+def shortrun(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "shortrun", *args], check=True)
+
+
+def train_to(run: Path, step: int, sets: list[str]) -> None:
+    """Train (or resume) ``run`` until ``step``; a run already there is left alone."""
+    last = run / "checkpoints" / "last.pt"
+    if last.is_file():
+        if int(load_checkpoint(last)["step"]) >= step:
+            return
+        shortrun("train", "--resume", str(run), f"--set=train.steps={step}")
+    else:
+        shortrun("train", RECIPE, *(f"--set={o}" for o in sets), f"--set=train.steps={step}",
+                 "--out", str(run))
+
+
+def save_terms(path: Path, terms: dict[str, torch.Tensor], labels: torch.Tensor) -> None:
+    np.savez(path, labels=labels.numpy(), **{k: terms[k].numpy() for k in TERMS})
+
+
+def read_terms(path: Path) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    with np.load(path) as f:
+        return {k: torch.from_numpy(f[k]) for k in TERMS}, torch.from_numpy(f["labels"])
+
+
+def score_split(run: Path, split: str, step: int, seed: int) -> Path:
+    """Terms of ``split`` (``val`` or ``test``) at the run's current checkpoint, cached."""
+    path = run / f"{split}_step{step}.npz"
+    if path.is_file():
+        return path
+    loaded = load_run(run)
+    assert loaded.step == step, f"{run} is at step {loaded.step}, expected {step}"
+    cfg, data = loaded.cfg, load_data(loaded.cfg.data)
+    if split == "val":
+        x, y, digit = data.extras["val"], data.extras["val_labels"], cfg.data.anomaly_val_digit
+    else:
+        x, y, digit = data.test, data.test_labels, cfg.data.anomaly_digit
+    torch.manual_seed(seed)
+    terms = score_terms(loaded.model, x, cfg.model.eval_post_steps, cfg.eval.batch_size)
+    save_terms(path, terms, (y.reshape(-1) == digit).long())
+    return path
+
+
+def one_seed(out: Path, digit: int, val_digit: int, seed: int, steps: list[int],
+             sets: list[str], val_fraction: float, final: str) -> dict:
+    base = [*sets, f"data.anomaly_digit={digit}", f"train.seed={seed}", "train.progress=false"]
+    sel = out / f"d{digit}" / f"s{seed}" / "select"
+    sel_sets = [*base, f"data.anomaly_val_digit={val_digit}",
+                f"data.anomaly_val_fraction={val_fraction}"]
+    val = {}
+    # with --final same the test split is scored at every stage (a later stage overwrites
+    # the checkpoint) but read only at the steps validation chose
+    splits = ("val", "test") if final == "same" else ("val",)
+    for step in steps:
+        if not all((sel / f"{split}_step{step}.npz").is_file() for split in splits):
+            train_to(sel, step, sel_sets)
+            for split in splits:
+                score_split(sel, split, step, seed)
+        val[step] = read_terms(sel / f"val_step{step}.npz")
+    trained_sigma = float(load_run(sel).cfg.model.llhd_sigma)
+    choices = select(val, trained_sigma, SIGMAS, VARIANTS)   # validation only
+    test_run = sel if final == "same" else out / f"d{digit}" / f"s{seed}" / "final"
+    result: dict = {"digit": digit, "val_digit": val_digit, "seed": seed, "variants": {}}
+    for step in sorted({c.step for c in choices.values()}):
+        path = test_run / f"test_step{step}.npz"
+        if not path.is_file():
+            train_to(test_run, step, base)
+            score_split(test_run, "test", step, seed)
+        terms, labels = read_terms(path)
+        result.update(reference_auprcs(labels))
+        result["prevalence"] = float(labels.double().mean())
+        for c in (c for c in choices.values() if c.step == step):
+            s = variant_scores(terms, c.variant, c.sigma)
+            result["variants"][c.variant] = {**c.as_dict(), "test_auprc": auprc(s, labels),
+                                              "test_auprc_trapezoid": auprc_trapezoid(s, labels)}
+    (out / f"d{digit}" / f"s{seed}" / "result.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def mean_std(values: list[float]) -> str:
+    a = np.asarray(values, dtype=np.float64)
+    return f"{a.mean():.3f} ± {a.std(ddof=1):.3f}" if len(a) > 1 else f"{a.mean():.3f}"
+
+
+def machine_line() -> str:
+    from shortrun.hardware import cpu_flags, cpu_model
+
+    flags = sorted(f for f in cpu_flags() if f in {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
+    return (f"{cpu_model() or platform.processor()} ({', '.join(flags) or 'no AVX2'}), "
+            f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+
+
+def table(results: list[dict], metric: str) -> list[str]:
+    head = ("| digit (val digit) | prevalence = random | worst | "
+            + " | ".join(VARIANTS) + " | paper | successor |")
+    lines = [head, "|" + "---|" * (len(VARIANTS) + 5)]
+    worst_key = "auprc_trapezoid_worst" if metric.endswith("trapezoid") else "auprc_worst"
+    for digit in sorted({r["digit"] for r in results}):
+        rows = [r for r in results if r["digit"] == digit]
+        cells = [mean_std([r["variants"][v][metric] for r in rows]) for v in VARIANTS]
+        lines.append(f"| {digit} ({rows[0]['val_digit']}) | {rows[0]['prevalence']:.3f} | "
+                     f"{rows[0][worst_key]:.3f} | " + " | ".join(cells)
+                     + f" | {PAPER.get(digit, '–')} | {SUCCESSOR.get(digit, '–')} |")
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--digits", default="1,4,5,7,9")
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--out", type=Path, default=Path("runs/lebm_anomaly_protocol"))
+    ap.add_argument("--set", dest="overrides", action="append", default=[],
+                    help="recipe override for every run, e.g. train.steps=3000")
+    ap.add_argument("--stages", type=int, default=4,
+                    help="checkpoints to choose from, evenly spaced up to train.steps")
+    ap.add_argument("--val-fraction", type=float, default=0.1)
+    ap.add_argument("--val-digit-offset", type=int, default=1,
+                    help="validation digit v(d) = (d + offset) %% 10")
+    ap.add_argument("--final", choices=("retrain", "same"), default="retrain")
+    ap.add_argument("--table", type=Path, default=None, help="also write the tables here")
+    args = ap.parse_args()
+    from shortrun.train.config import resolve
+
+    total = resolve(RECIPE, args.overrides).train.steps
+    steps = sorted({max(1, round(total * (k + 1) / args.stages)) for k in range(args.stages)})
+    results = []
+    for d in (int(v) for v in args.digits.split(",")):
+        v = (d + args.val_digit_offset) % 10
+        if v == d:
+            raise SystemExit("--val-digit-offset must not map a digit to itself")
+        for s in (int(v) for v in args.seeds.split(",")):
+            results.append(one_seed(args.out, d, v, s, steps, args.overrides,
+                                    args.val_fraction, args.final))
+    seeds = sorted({r["seed"] for r in results})
+    lines = [f"Recipe `{RECIPE}` {' '.join(args.overrides)}; checkpoints {steps}; seeds "
+             f"{seeds}; final: {args.final}; {machine_line()}.", "",
+             "Trapezoid AUPRC (the papers' formula), mean ± std over seeds; each variant's "
+             "checkpoint (and σ′ for joint_sigma) chosen on validation AP:", "",
+             *table(results, "test_auprc_trapezoid"), "", "Average precision (`auprc`):", "",
+             *table(results, "test_auprc")]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.table is not None:
+        args.table.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""The LEBM generator's memory layout, NCHW or NHWC, chosen by measurement (``conv`` family).
+
+NHWC lets oneDNN pick faster transposed-convolution kernels on some CPUs (the AMD EPYC of
+bench/lebm_speed.py), but a layout that wins on one machine, thread count or batch size can
+lose on another (issue 16, deliverable 1). With ``model.channels_last: auto`` (the default) the
+generator settles its layout at its first forward pass on CPU: both layouts run one
+posterior-chain step's work, a generator forward and the gradient with respect to the latent
+(:func:`chain_step`), at the actual batch size, dtype and thread count; the faster is kept in
+the route cache (:mod:`shortrun.routes`). Before it may be chosen, a layout must pass the
+float64 cross-check (:func:`layout_works`): the same step in float64, NCHW, agrees to float32
+rounding. The arithmetic is the same either way, only the summation order differs.
+
+``model.channels_last: true|false`` pins the layout for a run; ``SHORTRUN_ROUTE_CONV=nhwc|nchw``
+for every run. Off CPU, under autocast, or when ``SHORTRUN_ROUTE`` pins another family's route,
+the layout is the fixed NHWC (the default before measurement).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from shortrun import routes
+
+FAMILY = "conv"
+FORMATS = {"nchw": torch.contiguous_format, "nhwc": torch.channels_last}
+FIXED = "nhwc"
+
+
+def chain_step(net: nn.Module, z: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``∇_z ‖target − net(z)‖² / 2``: the generator's share of one posterior Langevin step."""
+    with torch.enable_grad():
+        z = z.detach().requires_grad_(True)
+        r = target - net(z)
+        (grad,) = torch.autograd.grad(0.5 * r.pow(2).sum(), z)
+    return grad
+
+
+def _copy_in(net: nn.Module, layout: str, dtype: torch.dtype) -> nn.Module:
+    """A frozen copy of ``net`` in ``layout`` and ``dtype`` (the original is not touched)."""
+    twin = copy.deepcopy(net).to(dtype=dtype, memory_format=FORMATS[layout])
+    for p in twin.parameters():
+        p.requires_grad_(False)
+    return twin
+
+
+def _probe(shape: tuple[int, ...], batch: int, layout: str, dtype: torch.dtype,
+           seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    z = torch.randn(batch, *shape[1:], generator=g, dtype=dtype)
+    return z.contiguous(memory_format=FORMATS[layout]), z
+
+
+def layout_works(net: nn.Module, z: torch.Tensor, layout: str) -> bool:
+    """The float64 cross-check: :func:`chain_step` in ``layout`` and ``z``'s dtype, on two
+    latents, agrees with the float64 NCHW step to the dtype's rounding."""
+    zl, _ = _probe(tuple(z.shape), 2, layout, z.dtype, seed=1)
+    ref_net = _copy_in(net, "nchw", torch.float64)
+    with torch.no_grad():
+        target = ref_net(zl.double()).mul_(0.5)  # some image the latents do not make exactly
+    ref = chain_step(ref_net, zl.double(), target)
+    tol = 1e-4 if z.dtype == torch.float32 else 1e-10
+    try:
+        twin = _copy_in(net, layout, z.dtype)
+        got = chain_step(twin, zl, target.to(z.dtype).contiguous(memory_format=FORMATS[layout]))
+        return got.dtype == z.dtype and torch.allclose(
+            got.double(), ref, rtol=tol, atol=tol * ref.abs().max().item())
+    except Exception:  # a kernel may fail in any way for a layout: then it is not a route
+        return False
+
+
+def route_key(z: torch.Tensor, label: str) -> str:
+    """``conv|dtype|threads=N|batch=B (power-of-two bucket)|network``: a cache key."""
+    return (f"{FAMILY}|{str(z.dtype).removeprefix('torch.')}|threads={torch.get_num_threads()}"
+            f"|batch={routes.bucket(z.shape[0])}|{label}")
+
+
+def layout_for(net: nn.Module, z: torch.Tensor, label: str) -> str:
+    """``nchw`` or ``nhwc`` for ``net`` fed latents like ``z`` (``(B, nz, 1, 1)``): pinned,
+    cached or measured now (module docstring). ``label`` names the network in the cache key."""
+    pinned = routes.pinned_route(FAMILY)
+    if pinned in FORMATS:
+        return pinned
+    if (pinned is not None or z.device.type != "cpu" or torch.is_autocast_enabled("cpu")
+            or z.dtype not in (torch.float32, torch.float64)):
+        return FIXED
+    layouts = [name for name in FORMATS if layout_works(net, z, name)]
+    if len(layouts) < 2:
+        return layouts[0] if layouts else FIXED
+    key = route_key(z, label)
+    calls = {}
+    for name in layouts:
+        twin = _copy_in(net, name, z.dtype)
+        zl, _ = _probe(tuple(z.shape), z.shape[0], name, z.dtype, seed=2)
+        with torch.no_grad():
+            target = twin(zl)
+        calls[name] = (lambda twin=twin, zl=zl, target=target: chain_step(twin, zl, target))
+    return routes.choose(key, calls)

@@ -1,0 +1,96 @@
+"""The LEBM generator's layout (``conv`` family): both layouts give float64's chain step to
+float32 rounding, pins and ``model.channels_last`` decide without timing, ``auto`` measures
+once at the first forward and keeps the winner."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from shortrun import routes
+from shortrun.errors import ConfigError
+from shortrun.models import conv_routes
+from shortrun.models.lebm_nets import Generator
+
+
+def _generator(channels_last="auto") -> Generator:
+    torch.manual_seed(0)
+    return Generator("mnist28", 4, 4, channels_last)
+
+
+def _z(batch: int = 3) -> torch.Tensor:
+    return torch.randn(batch, 4, generator=torch.Generator().manual_seed(5))
+
+
+@pytest.fixture
+def unpinned(monkeypatch):
+    monkeypatch.delenv("SHORTRUN_ROUTE")
+    monkeypatch.delenv("SHORTRUN_ROUTE_CONV")
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_each_layout_agrees_with_the_float64_step(layout):
+    g = _generator()
+    z = _z().reshape(3, 4, 1, 1)
+    assert conv_routes.layout_works(g.net, z, layout)
+    assert conv_routes.layout_works(g.net, z.double(), layout)
+
+
+@pytest.mark.parametrize("winner", ["nchw", "nhwc"])
+def test_auto_measures_once_and_keeps_the_winner(winner, unpinned, monkeypatch):
+    calls: list[str] = []
+    monkeypatch.setattr(routes, "measure",
+                        lambda name, fn: (calls.append(name), fn(), 0.0 if name == winner
+                                          else 1.0)[2])
+    g = _generator()
+    assert g.layout is None
+    before = torch.get_rng_state()
+    out = g(_z())
+    assert torch.equal(torch.get_rng_state(), before)  # the measurement drew no global numbers
+    assert g.layout == winner and sorted(calls) == ["nchw", "nhwc"]
+    assert out.is_contiguous(memory_format=conv_routes.FORMATS[winner])
+    g(_z())
+    assert len(calls) == 2  # settled: not measured again
+    [key] = [k for k in routes.remembered() if k.startswith("conv|")]
+    assert key == "conv|float32|threads=1|batch=4|mnist28-nz4-ngf4"
+    ref = _generator(winner == "nhwc")  # the same weights, layout given
+    torch.testing.assert_close(out, ref(_z()), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("setting", "layout"), [(True, "nhwc"), (False, "nchw")])
+def test_true_and_false_pin_the_layout_without_timing(setting, layout, unpinned,
+                                                       monkeypatch):
+    monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("timed"))
+    g = _generator(setting)
+    assert g.layout == layout
+    g(_z())
+    assert g.layout == layout
+
+
+@pytest.mark.parametrize(("env", "value", "layout"), [
+    ("SHORTRUN_ROUTE_CONV", "nchw", "nchw"), ("SHORTRUN_ROUTE_CONV", "nhwc", "nhwc"),
+    ("SHORTRUN_ROUTE", "onednn", "nhwc")])  # another family's route: the fixed NHWC
+def test_pins_settle_auto_without_timing(env, value, layout, unpinned, monkeypatch):
+    monkeypatch.setenv(env, value)
+    monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("timed"))
+    g = _generator()
+    g(_z())
+    assert g.layout == layout
+
+
+def test_a_bad_conv_pin_names_the_fix(unpinned, monkeypatch):
+    monkeypatch.setenv("SHORTRUN_ROUTE_CONV", "channels_last")
+    with pytest.raises(ConfigError, match=r"^SHORTRUN_ROUTE_CONV=channels_last is not a conv "
+                                          r"route; use one of nchw, nhwc, or unset it"):
+        _generator()(_z())
+
+
+def test_the_config_key_takes_true_false_and_auto():
+    from shortrun.train.config import resolve
+
+    for value, expect in (("true", True), ("false", False), ("auto", "auto")):
+        cfg = resolve("lebm_mnist", [f"model.channels_last={value}"])
+        assert cfg.model.channels_last == expect
+    assert resolve("lebm_mnist", []).model.channels_last == "auto"
+    with pytest.raises(ConfigError, match="channels_last"):
+        resolve("lebm_mnist", ["model.channels_last=sometimes"])
