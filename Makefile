@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: setup demo test lint mutants gallery clean
+.PHONY: setup demo test lint mutants bench gallery clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
@@ -37,6 +37,11 @@ mutants: setup
 # from scratch (see docs/img/gallery_numbers.json); the pictures alone take a few CPU minutes.
 gallery: setup
 	$(PY) bench/gallery.py --runs runs/gallery --out docs/img $(GALLERY_ARGS)
+
+# The speed table of issue 16 on this machine: bench/results/<cpu-model>.md (< 20 min on 2 cores;
+# MNIST rows need SHORTRUN_DATA). BENCH_ARGS=--quick for a smoke run.
+bench: setup
+	$(PY) bench/run_all.py $(BENCH_ARGS)
 
 lint: setup
 	$(PY) -m ruff check src tests bench examples

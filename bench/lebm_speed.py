@@ -21,6 +21,7 @@ import statistics
 import time
 
 import torch
+from flops import count_flops as count_graph_flops
 from torch import nn
 
 from shortrun.data.base import DataInfo
@@ -88,36 +89,6 @@ def _timed(fn) -> float:
     return time.perf_counter() - t
 
 
-def count_flops(fn) -> int:
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with FlopCounterMode(display=False) as fc:
-        fn()
-    return fc.get_total_flops()
-
-
-def iteration_flops(g: nn.Module, e: nn.Module, b: int, nz=100, k0=60, k1=20) -> int:
-    """FLOPs of one iteration, counted by torch's FlopCounterMode on its parts (it cannot see
-    through ``autograd.grad``): a chain step is a forward plus an input-only backward."""
-    def chain_step(net, shape):
-        z = torch.randn(*shape).requires_grad_(True)
-        for p in net.parameters():
-            p.requires_grad_(False)
-        net(z).sum().backward()
-        for p in net.parameters():
-            p.requires_grad_(True)
-
-    def full_step(net, shape, times=1):
-        z = torch.randn(*shape)
-        sum(net(z).sum() for _ in range(times)).backward()
-
-    g_chain = count_flops(lambda: chain_step(g, (b, nz, 1, 1)))
-    e_chain = count_flops(lambda: chain_step(e, (b, nz)))
-    g_update = count_flops(lambda: full_step(g, (b, nz, 1, 1)))
-    e_update = count_flops(lambda: full_step(e, (b, nz), 2))
-    return k1 * (g_chain + e_chain) + k0 * e_chain + g_update + e_update
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=1)
@@ -140,7 +111,11 @@ def main() -> None:
         opts = model.configure_training(OptimOptions.from_train(cfg.train))
         variants[label] = (lambda m=model, o=opts: m.training_step(x, 0, o))
 
-    flops = ref_flops = iteration_flops(g, e, args.batch)  # the same arithmetic in both
+    # counted on each variant's own graph (bench/flops.py), not borrowed from the reference
+    counted = {name: count_graph_flops(fn) for name, fn in variants.items()}
+    flops_of = {name: c[0] for name, c in counted.items()}
+    uncounted = set().union(*(c[1] for c in counted.values()))
+    flops, ref_flops = flops_of["shortrun_nhwc"], flops_of["reference"]
     for fn in variants.values():  # warm-up (oneDNN primitive caches, allocator)
         fn()
     times: dict[str, list[float]] = {k: [] for k in variants}
@@ -151,16 +126,17 @@ def main() -> None:
             times[name].append(_timed(fn))
     peak = max(peaks)
     out = {"threads": args.threads, "batch": args.batch, "matmul_peak_gflops": peak,
-           "flops_per_iter_shortrun": flops, "flops_per_iter_reference": ref_flops,
+           "flops_per_iter": flops_of, "uncounted_ops": sorted(uncounted),
            "torch": torch.__version__}
     ref_best = min(times["reference"])
     print(f"threads={args.threads} batch={args.batch} fp32 matmul peak {peak:.1f} GFLOP/s; "
-          f"shortrun {flops / 1e9:.1f} GFLOP/iter, reference {ref_flops / 1e9:.1f} GFLOP/iter")
+          f"shortrun {flops / 1e9:.1f} GFLOP/iter, reference {ref_flops / 1e9:.1f} GFLOP/iter"
+          + (f"; uncounted ops {sorted(uncounted)}" if uncounted else ""))
     print("| variant | best s/iter | median s/iter | ref/this (best) | GFLOP/s | % of peak |")
     print("|---|---|---|---|---|---|")
     for name, ts in times.items():
         best, med = min(ts), statistics.median(ts)
-        f = ref_flops if name == "reference" else flops
+        f = flops_of[name]
         gf = f / best / 1e9
         out[name] = {"best_s": best, "median_s": med, "all_s": ts, "gflops": gf,
                      "speedup_vs_reference": ref_best / best}

@@ -81,14 +81,15 @@ def shortrun_model(x: torch.Tensor):
 
 def shortrun_epoch(x: torch.Tensor, bf16: bool = False) -> float:
     """The model's own ``training_step`` over one epoch of batches (what the Trainer calls),
-    under bf16 autocast when ``bf16`` (what ``train.precision=bf16`` does)."""
+    under bf16 autocast when ``bf16`` (what ``train.precision=bf16`` does). Each minibatch is
+    gathered inside the timer, as the Trainer does every step; bench/run_all.py times the
+    Trainer itself."""
     model, opts = shortrun_model(x)
     perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
-    batches = [x[perm[i:i + 100]] for i in range(0, len(x), 100)]
     t = time.perf_counter()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        for step, batch in enumerate(batches):
-            model.training_step(batch, step, opts)
+        for step, i in enumerate(range(0, len(x), 100)):
+            model.training_step(x[perm[i:i + 100]], step, opts)
     return time.perf_counter() - t
 
 
