@@ -37,12 +37,18 @@ def _plain(opt: torch.optim.Optimizer) -> bool:
     return True
 
 
-@torch.no_grad()
 def sgd_step(opt: torch.optim.Optimizer) -> None:
     """``opt.step()``, bit-identical; direct for a plain torch SGD (see the module doc)."""
     if not _plain(opt):
         opt.step()
-        return
+    elif torch.is_grad_enabled():
+        with torch.no_grad():
+            _apply(opt)
+    else:  # inside the model's no_grad block already: no second context (~2 µs a step)
+        _apply(opt)
+
+
+def _apply(opt: torch.optim.Optimizer) -> None:
     for group in opt.param_groups:
         wd, momentum, lr = group["weight_decay"], group["momentum"], group["lr"]
         dampening = group["dampening"]
