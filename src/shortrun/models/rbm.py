@@ -95,7 +95,7 @@ class BernoulliRBM(RBMBase):
         self.lam.copy_(new_lam)
 
     def free_energy_from(self, state: GibbsState) -> torch.Tensor:
-        p = self.params()
+        p = self.step_params()
         return -(state.v @ p.b) - F.softplus(state.h_input).sum(-1)
 
     def centered_free_energy(self, v: torch.Tensor) -> torch.Tensor:

@@ -33,6 +33,7 @@ from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions, OptimOptions, merge_options
 from shortrun.models.inputs import check_batch, check_sample_args
+from shortrun.models.sgd_step import sgd_step
 from shortrun.products import gemm, match_blas_threads
 from shortrun.samplers.gibbs import GibbsState, block_gibbs, hidden_state
 from shortrun.samplers.sources import DataSource, PersistentChains, TemperedChains
@@ -116,6 +117,7 @@ class RBMBase(Model):
         self.fast_lr: float | None = self.options.fast_lr
         # old checkpoints name the chains ``chains`` / ``tempering.*``: renamed on load
         self.register_load_state_dict_pre_hook(_migrate_chain_keys)
+        self._step_params: RBMParams | None = None  # set inside training_step only
         self._finish_init()
 
     def setup(self, info: DataInfo) -> None:
@@ -169,19 +171,20 @@ class RBMBase(Model):
         """The chains' end state, with hidden statistics under the regular parameters."""
         m = self.options
         if isinstance(self.source, DataSource):  # CD-k: from the positive phase's state
-            return block_gibbs(self.params(), self.source.start(len(pos.v), data=pos), m.k)
+            return block_gibbs(self.step_params(),
+                               self.source.start(len(pos.v), data=pos), m.k)
         fast = m.learning == "fpcd"
-        chain_energy = self.params(fast=fast)
+        chain_energy = self.params(fast=True) if fast else self.step_params()
         if isinstance(self.source, TemperedChains):
             state = self.source.start()
             for _ in range(m.k):
                 state, info = tempering_step(chain_energy, state, betas=self.source.betas)
                 self.source.record(info)
             self.source.finish(state)
-            return hidden_state(self.params(), self.source.states[0].clone())
+            return hidden_state(self.step_params(), self.source.states[0].clone())
         state = block_gibbs(chain_energy, self.source.start(), m.k)
         self.source.finish(state.v)
-        return hidden_state(self.params(), state.v) if fast else state
+        return hidden_state(self.step_params(), state.v) if fast else state
 
     @torch.no_grad()
     def before_gradients(self, pos: GibbsState) -> None:
@@ -206,18 +209,29 @@ class RBMBase(Model):
         self.c.grad = hm.mean(0) - hd.mean(0)
         self.extra_grads(pos, neg)
 
+    def step_params(self) -> RBMParams:
+        """``params()``, computed once per training step: the positive phase, the chains'
+        hidden statistics and both free energies all read the parameters before the update
+        (nothing moves them until :meth:`before_gradients`), so one set serves them all."""
+        p = self._step_params
+        return p if p is not None else self.params()
+
     def training_step(self, batch, step, optimizers):
         m = self.options
         match_blas_threads()
         with torch.no_grad():
             v = batch.reshape(len(batch), -1)
-            pos = hidden_state(self.params(), v)
-            neg = self.negative_phase(pos)
-            f_pos = float(self.free_energy_from(pos).mean())
-            f_neg = float(self.free_energy_from(neg).mean())
+            self._step_params = self.params()
+            try:
+                pos = hidden_state(self._step_params, v)
+                neg = self.negative_phase(pos)
+                f_pos = float(self.free_energy_from(pos).mean())
+                f_neg = float(self.free_energy_from(neg).mean())
+            finally:
+                self._step_params = None
             self.before_gradients(pos)
             self.write_gradients(pos, neg)
-            optimizers["main"].step()
+            sgd_step(optimizers["main"])
             self.after_step()
             if m.learning == "fpcd":
                 lr = self.fast_lr or OptimOptions().lr
