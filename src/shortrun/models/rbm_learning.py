@@ -33,7 +33,6 @@ from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions, OptimOptions, merge_options
 from shortrun.models.inputs import check_batch, check_sample_args
-from shortrun.models.sgd_step import sgd_step
 from shortrun.products import gemm, match_blas_threads
 from shortrun.samplers.gibbs import GibbsState, block_gibbs, hidden_state
 from shortrun.samplers.sources import DataSource, PersistentChains, TemperedChains
@@ -158,13 +157,14 @@ class RBMBase(Model):
     def build_optimizers(self, optim: OptimOptions | None = None,
                          ) -> dict[str, torch.optim.Optimizer]:
         """Plain SGD (with ``momentum``) at ``train.lr``; weight decay on ``W`` only. FPCD's
-        fast weights learn at ``model.fast_lr``, default ``train.lr``."""
+        fast weights learn at ``model.fast_lr``, default ``train.lr``. ``foreach``: the same
+        arithmetic in fewer calls, which matters for small RBMs whose whole step is ~300 µs."""
         t, m = optim or OptimOptions(), self.options
         self.fast_lr = m.fast_lr or t.lr
         others = [p for n, p in self.named_parameters() if n != "W"]
         groups = [{"params": [self.W], "weight_decay": t.weight_decay},
                   {"params": others, "weight_decay": 0.0}]
-        return {"main": torch.optim.SGD(groups, lr=t.lr, momentum=m.momentum)}
+        return {"main": torch.optim.SGD(groups, lr=t.lr, momentum=m.momentum, foreach=True)}
 
     @torch.no_grad()
     def negative_phase(self, pos: GibbsState) -> GibbsState:
@@ -231,7 +231,7 @@ class RBMBase(Model):
                 self._step_params = None
             self.before_gradients(pos)
             self.write_gradients(pos, neg)
-            sgd_step(optimizers["main"])
+            optimizers["main"].step()
             self.after_step()
             if m.learning == "fpcd":
                 lr = self.fast_lr or OptimOptions().lr
