@@ -3,7 +3,7 @@
 Prints the CPU model and the flags the GEMM kernels dispatch on, torch's threads, torch's and
 NumPy's BLAS builds, a measured float32 GEMM peak (a 1024³ product through ``torch.mm``,
 oneDNN and NumPy, best of a few; about a second), whether bf16 is native (and its oneDNN peak
-where it is), and the route each product family takes here (rbm, mlp, conv; issue 16,
+where it is), and the route each family takes here (rbm, rbm_step, mlp, conv; issue 16,
 deliverable 1).
 """
 
@@ -23,6 +23,10 @@ from shortrun.onednn import onednn_linear, onednn_linear_works
 PEAK_N = 1024
 # the RBM products a recipe runs: (label, batch, visible, hidden)
 RBM_SHAPES = (("rbm_digits, 100×64×20", 100, 64, 20), ("MNIST, 100×784×500", 100, 784, 500))
+# the binary RBM's whole update (rbm_step): (label, visible, hidden, batch, options)
+RBM_STEP_SHAPES = (("rbm_digits, PCD-1 centered 64×20, batch 50", 64, 20, 50,
+                    dict(learning="pcd", centering=True, momentum=0.5, n_chains=100)),
+                   ("MNIST CD-1, 784×500, batch 100", 784, 500, 100, dict(learning="cd")))
 # the MLP energy's fast pass: (label, chains, input dim, width, depth)
 MLP_SHAPES = (("Langevin, 10,000 chains 2→128→128→1", 10_000, 2, 128, 2),)
 # the LEBM generator's chain step: (label, generator, nz, ngf, batch)
@@ -101,6 +105,25 @@ def rbm_routes() -> list[str]:
     return lines
 
 
+def rbm_step_routes() -> list[str]:
+    """Whether the binary RBM's update runs as torch or NumPy calls, for each shape."""
+    from shortrun.data.base import DataInfo
+    from shortrun.models.base import OptimOptions
+    from shortrun.models.rbm import BernoulliRBM
+    from shortrun.models.rbm_fused import FAMILY, route_key, step_route
+
+    lines = []
+    for label, n_vis, n_hid, batch, options in RBM_STEP_SHAPES:
+        with torch.random.fork_rng(devices=[]):
+            model = BernoulliRBM(n_hid, info=DataInfo((n_vis,), "binary"), **options)
+            v = (torch.rand(batch, n_vis) < 0.3).float()
+        opt = model.build_optimizers(OptimOptions(lr=0.01))["main"]
+        name = step_route(model, opt, v)
+        lines.append(f"route rbm_step ({label}): {name} "
+                     f"({_how(FAMILY, route_key(model, batch))})")
+    return lines
+
+
 def mlp_routes() -> list[str]:
     """The route of the MLP energy's fast pass (Langevin) for each shape."""
     from shortrun.energies import MLPEnergy, mlp
@@ -163,9 +186,9 @@ def info_lines() -> list[str]:
     if "oneDNN bf16" in peaks:
         lines.append(f"bf16 GEMM peak ({PEAK_N}³, {threads}): "
                      f"oneDNN {peaks['oneDNN bf16']:.0f} GFLOP/s")
-    lines += rbm_routes() + mlp_routes() + conv_routes()
+    lines += rbm_routes() + rbm_step_routes() + mlp_routes() + conv_routes()
     lines += [f"route cache: {routes.cache_path()} (safe to delete; SHORTRUN_ROUTE_RBM="
-              "torch|onednn|numpy, SHORTRUN_ROUTE_MLP=torch|onednn, SHORTRUN_ROUTE_CONV="
-              "nchw|nhwc pin one family; a second thread must win by "
-              f"{routes.THREAD_MARGIN:g}×)"]
+              "torch|onednn|numpy, SHORTRUN_ROUTE_RBM_STEP=torch|numpy, SHORTRUN_ROUTE_MLP="
+              "torch|onednn, SHORTRUN_ROUTE_CONV=nchw|nhwc pin one family; a second thread "
+              f"must win by {routes.THREAD_MARGIN:g}×)"]
     return lines

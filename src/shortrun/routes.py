@@ -54,7 +54,8 @@ SLOW_SAMPLES = 3  # ... and this many slow samples in a row trigger one re-measu
 FIXED = "fixed"  # pinned_route's answer for a family the global pin names no route of
 FAMILIES: dict[str, tuple[str, ...]] = {"rbm": ("torch", "onednn", "numpy"),
                                         "mlp": ("torch", "onednn"),
-                                        "conv": ("nchw", "nhwc")}
+                                        "conv": ("nchw", "nhwc"),
+                                        "rbm_step": ("torch", "numpy")}
 
 # (family, dtype, shapes, ..., threads, oneDNN on?) -> Chosen: the per-call memo of the routed
 # families, so a settled route costs one dict lookup

@@ -16,6 +16,7 @@ RBM_CLOSED = (T + "models/test_rbm_model.py::"
               "test_closed_form_update_equals_autograd_of_free_energy_gap")
 DUAL = T + "models/test_dual_mcmc.py::"
 DAMC = T + "models/test_damc.py::"
+FUSED = T + "models/test_rbm_fused.py::test_numpy_step_is_the_torch_update_in_float64"
 
 MUTANTS = [
     # ---------------------------------------------------------------- issue 17: the 14 that
@@ -312,6 +313,40 @@ MUTANTS = [
          replacement="self.amortizer.loss(z, x)",
          tests=[DAMC + "test_amortizer_learns_from_the_posterior_chain_outputs"],
          why="the condition is never dropped: q_φ(z) for the prior chains is never learned"),
+    # ---------------------------------------------------------------- issue 16: the binary
+    # RBM's NumPy step (rbm_step route) must stay the torch update
+    dict(id="rbm_numpy_bias_grad_sign", file=SR + "models/rbm_fused.py",
+         original="g_b = _mean0(x_neg) - _mean0(x_pos)",
+         replacement="g_b = _mean0(x_pos) - _mean0(x_neg)",
+         tests=[FUSED],
+         why="the NumPy step lowers the visible bias where the data is on"),
+    dict(id="rbm_numpy_weight_grad_sign", file=SR + "models/rbm_fused.py",
+         original="h_pos *= -1.0 / n_pos", replacement="h_pos *= 1.0 / n_pos",
+         tests=[FUSED],
+         why="the NumPy step adds the data correlation to the model's instead of subtracting"),
+    dict(id="rbm_numpy_visible_bias_uncentered", file=SR + "models/rbm_fused.py",
+         original="a_vis += b_eff", replacement="a_vis += b",
+         tests=[FUSED],
+         why="the Gibbs sweep of a centered RBM uses the centered bias as the standard one"),
+    dict(id="rbm_numpy_sample_inverted", file=SR + "models/rbm_fused.py",
+         original="np.less(h, h_neg, out=h", replacement="np.greater(h, h_neg, out=h",
+         tests=[FUSED],
+         why="the hidden units are drawn on with probability 1 − p"),
+    dict(id="rbm_numpy_chains_not_kept", file=SR + "models/rbm_fused.py",
+         original="model.source.chains.numpy()[...] = x_neg",
+         replacement="model.source.chains.numpy()[...] = x_neg * 0 + model.source.chains.numpy()",
+         tests=[FUSED],
+         why="PCD's chains never advance: the NumPy step runs CD from a frozen state"),
+    dict(id="rbm_numpy_offset_from_chains", file=SR + "models/rbm_fused.py",
+         original="new_lam = lam + rate * (_mean0(h_pos) - lam)",
+         replacement="new_lam = lam + rate * (_mean0(h_neg) - lam)",
+         tests=[FUSED],
+         why="the hidden offset follows the chains' statistics, not the data's"),
+    dict(id="rbm_numpy_free_energy_count", file=SR + "models/rbm_fused.py",
+         original="f_neg = -float(np.add.reduce(f[n_pos:])) / n_neg",
+         replacement="f_neg = -float(np.add.reduce(f[n_pos:])) / n_pos",
+         tests=[FUSED],
+         why="the logged chain free energy divides by the batch size, not the chain count"),
     dict(id="damc_ema_rate_reversed", file=SR + "models/damc.py",
          original="p_slow.lerp_(p, rate)", replacement="p_slow.lerp_(p, 1 - rate)",
          tests=[DAMC + "test_slow_copy_moves_by_the_ema_rate_every_n_iterations"],

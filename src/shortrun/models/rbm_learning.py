@@ -31,6 +31,7 @@ from shortrun.data.base import DataInfo
 from shortrun.energies.rbm import RBMParams
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
+from shortrun.models import rbm_fused
 from shortrun.models.base import Model, ModelOptions, OptimOptions, merge_options
 from shortrun.models.inputs import check_batch, check_sample_args
 from shortrun.products import gemm, match_blas_threads
@@ -117,6 +118,8 @@ class RBMBase(Model):
         # old checkpoints name the chains ``chains`` / ``tempering.*``: renamed on load
         self.register_load_state_dict_pre_hook(_migrate_chain_keys)
         self._step_params: RBMParams | None = None  # set inside training_step only
+        self._step_route_pin: str | None = None  # "torch": never the NumPy step (its twins)
+        self._step_routes: dict[tuple, str] = {}  # batch shape, dtypes, threads -> route
         self._finish_init()
 
     def setup(self, info: DataInfo) -> None:
@@ -217,6 +220,19 @@ class RBMBase(Model):
         return p if p is not None else self.params()
 
     def training_step(self, batch, step, optimizers):
+        """One CD/PCD/FPCD update. Binary RBMs may run it as NumPy instead of torch calls when
+        that measured faster here (:mod:`shortrun.models.rbm_fused`, the ``rbm_step`` route)."""
+        if self._step_route_pin != "torch":
+            key = (tuple(batch.shape), batch.dtype, self.W.dtype, torch.get_num_threads())
+            route = self._step_routes.get(key)
+            if route is None:
+                route = self._step_routes[key] = rbm_fused.step_route(self, optimizers["main"],
+                                                                      batch)
+            if route == "numpy":
+                return rbm_fused.NumpyStep(self, optimizers["main"])(batch)
+        return self._torch_step(batch, optimizers)
+
+    def _torch_step(self, batch, optimizers):
         m = self.options
         match_blas_threads()
         with torch.no_grad():

@@ -1,0 +1,246 @@
+"""The binary RBM's NumPy step (``rbm_step`` family): the same update as the torch step to
+float64 rounding, drawing the same random numbers; chosen by pin, fixed route or measurement,
+without touching the model, its optimiser or the global RNG while it measures."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from shortrun import routes
+from shortrun.data.base import DataInfo
+from shortrun.errors import ConfigError
+from shortrun.models import rbm_fused
+from shortrun.models.base import OptimOptions
+from shortrun.models.grbm import GaussianBernoulliRBM
+from shortrun.models.rbm import BernoulliRBM
+
+VARIANTS = [dict(learning="pcd", centering=True, momentum=0.5, k=1),
+            dict(learning="pcd", centering=False, momentum=0.0, k=2),
+            dict(learning="cd", centering=True, momentum=0.0, k=1),
+            dict(learning="cd", centering=False, momentum=0.9, k=3)]
+
+
+def _rbm(dtype=torch.float64, n_visible=12, n_hidden=5, **options):
+    torch.manual_seed(0)
+    m = BernoulliRBM(n_hidden, info=DataInfo((n_visible,), "binary"), n_chains=9,
+                     **options).to(dtype)
+    with torch.no_grad():  # away from the initial point, so every term of the update matters
+        m.W.normal_(0, 0.5)
+        m.b.normal_(0, 0.5)
+        m.c.normal_(0, 0.5)
+        m.mu.uniform_(0.2, 0.6)
+        m.lam.uniform_(0.3, 0.7)
+        if options.get("learning") == "pcd":
+            m.source.chains.copy_((torch.rand_like(m.source.chains) < 0.5).to(dtype))
+    return m
+
+
+def _batches(n_visible=12, dtype=torch.float64, n=4, size=7):
+    g = torch.Generator().manual_seed(3)
+    return [(torch.rand(size, n_visible, generator=g) < 0.4).to(dtype) for _ in range(n)]
+
+
+def _run(model, route, batches, weight_decay=0.01):
+    opt = model.build_optimizers(OptimOptions(lr=0.1, weight_decay=weight_decay))["main"]
+    torch.manual_seed(11)
+    step = rbm_fused.NumpyStep(model, opt)
+    metrics = [step(b) if route == "numpy" else model._torch_step(b, {"main": opt})
+               for b in batches]
+    return model, opt, metrics
+
+
+@pytest.mark.parametrize("options", VARIANTS)
+def test_numpy_step_is_the_torch_update_in_float64(options):
+    """Four updates from one state and RNG state: parameters, offsets, chains, gradients,
+    momentum buffers and the logged free energies agree to float64 rounding."""
+    a, opt_a, m_a = _run(_rbm(**options), "torch", _batches())
+    b, opt_b, m_b = _run(_rbm(**options), "numpy", _batches())
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        torch.testing.assert_close(y, x, rtol=1e-10, atol=1e-12, msg=name)
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-10, atol=1e-12)
+        buf_a = opt_a.state[p].get("momentum_buffer")
+        buf_b = opt_b.state[q].get("momentum_buffer")
+        assert (buf_a is None) == (buf_b is None)
+        if buf_a is not None:
+            torch.testing.assert_close(buf_b, buf_a, rtol=1e-10, atol=1e-12)
+    for x, y in zip(m_a, m_b, strict=True):
+        assert x.keys() == y.keys()
+        for k in x:
+            assert y[k] == pytest.approx(x[k], rel=1e-10, abs=1e-12)
+    assert torch.equal(torch.get_rng_state(), _rng_after(options))  # same numbers drawn
+
+
+def _rng_after(options):
+    model, _, _ = _run(_rbm(**options), "torch", _batches())
+    return torch.get_rng_state()
+
+
+def test_numpy_step_moves_the_parameters_up_the_likelihood_gradient():
+    """Direction, on its own: with chains at the data the positive and negative statistics
+    cancel; a batch of ones against chains of zeros raises b and every weight (to ones)."""
+    m = _rbm(learning="pcd", centering=False, momentum=0.0, k=1)
+    with torch.no_grad():
+        m.W.zero_()
+        m.b.fill_(-30.0)  # the chains' visible units stay 0 after their Gibbs sweep
+        m.source.chains.zero_()
+    before = {n: p.detach().clone() for n, p in m.named_parameters()}
+    _run(m, "numpy", [torch.ones(7, 12, dtype=torch.float64)], weight_decay=0.0)
+    assert (m.b - before["b"] > 0).all()
+    assert (m.W - before["W"] > 0).all()
+
+
+def test_float32_numpy_step_tracks_the_torch_step():
+    a, _, m_a = _run(_rbm(torch.float32, learning="pcd", centering=True, momentum=0.5),
+                     "torch", _batches(dtype=torch.float32, n=2))
+    b, _, m_b = _run(_rbm(torch.float32, learning="pcd", centering=True, momentum=0.5),
+                     "numpy", _batches(dtype=torch.float32, n=2))
+    for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True):
+        torch.testing.assert_close(y, x, rtol=1e-5, atol=1e-5)
+    assert m_b[-1]["loss"] == pytest.approx(m_a[-1]["loss"], rel=1e-5, abs=1e-5)
+
+
+def test_sigmoid_and_softplus_are_exact_to_rounding_in_the_tails():
+    """Against float64 references computed from the same (rounded) inputs. torch's softplus
+    returns ``a`` itself above 20 (an error up to 2e-9 there); these stay exact."""
+    a = np.linspace(-120, 120, 2001)
+    for dtype, tol in ((np.float32, 2.4e-7), (np.float64, 4.5e-16)):  # 2 ulp of 1
+        x = a.astype(dtype)
+        x64 = x.astype(np.float64)
+        ref_s = 0.5 * (1 + np.tanh(x64 / 2))
+        ref_p = np.logaddexp(0.0, x64)
+        assert np.abs(rbm_fused._sigmoid(x) - ref_s).max() <= tol
+        assert (np.abs(rbm_fused._softplus(x) - ref_p) <= tol * np.maximum(1, ref_p)).all()
+        assert rbm_fused._softplus(x).dtype == dtype
+
+
+@pytest.mark.parametrize("options", VARIANTS)
+def test_the_cross_check_accepts_the_numpy_step(options):
+    rbm_fused._WORKS.clear()
+    assert rbm_fused.numpy_works(_rbm(torch.float32, **options))
+
+
+def test_the_cross_check_rejects_a_wrong_step(monkeypatch):
+    rbm_fused._WORKS.clear()
+    monkeypatch.setattr(rbm_fused, "_mean0", lambda x: np.add.reduce(x, axis=0) / (len(x) + 1))
+    assert not rbm_fused.numpy_works(_rbm(torch.float32))
+    rbm_fused._WORKS.clear()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: _rbm(learning="fpcd"),
+    lambda: BernoulliRBM(4, info=DataInfo((6,), "binary"), chain="tempering", n_temps=3),
+    lambda: GaussianBernoulliRBM(4, info=DataInfo((6,), "vector")),
+])
+def test_other_rbms_take_the_torch_step(make):
+    assert not rbm_fused.applies(make())
+
+
+def test_bf16_autocast_takes_the_torch_step():
+    m = _rbm(torch.float32)
+    assert rbm_fused.applies(m)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not rbm_fused.applies(m)
+
+
+@pytest.fixture
+def unpinned(monkeypatch):
+    monkeypatch.delenv("SHORTRUN_ROUTE")
+    monkeypatch.setenv("SHORTRUN_ROUTE_RBM", "onednn")  # the products stay as they were
+
+
+def _opt(model):
+    return model.build_optimizers(OptimOptions(lr=0.05))["main"]
+
+
+@pytest.mark.parametrize("winner", ["torch", "numpy"])
+def test_measured_on_twins_without_touching_the_model(winner, unpinned, monkeypatch):
+    calls: list[str] = []
+    monkeypatch.setattr(routes, "measure", lambda name, fn: (calls.append(name), fn(),
+                                                             0.0 if name == winner else 1.0)[2])
+    m = _rbm(torch.float32)
+    opt = _opt(m)
+    state = copy.deepcopy(m.state_dict())
+    rng = torch.get_rng_state()
+    batch = _batches(dtype=torch.float32)[0]
+    assert rbm_fused.step_route(m, opt, batch) == winner
+    assert sorted(calls) == ["numpy", "torch"]
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert all(torch.equal(state[k], v) for k, v in m.state_dict().items())
+    assert not opt.state  # no momentum buffer appeared on the real optimiser
+    [key] = [k for k in routes.remembered() if k.startswith("rbm_step|")]
+    assert key == "rbm_step|float32|threads=1|16x8x8x16|pcd-1|plain"
+
+
+def test_training_step_takes_the_chosen_route_once_settled(unpinned, monkeypatch):
+    monkeypatch.setattr(routes, "measure", lambda name, fn: 0.0 if name == "numpy" else 1.0)
+    taken: list[str] = []
+    real = rbm_fused.NumpyStep.__call__
+    monkeypatch.setattr(rbm_fused.NumpyStep, "__call__",
+                        lambda self, b: (taken.append("numpy"), real(self, b))[1])
+    m = _rbm(torch.float32)
+    opt = _opt(m)
+    for b in _batches(dtype=torch.float32, n=3):
+        m.training_step(b, 0, {"main": opt})
+    assert taken == ["numpy"] * 3
+
+
+@pytest.mark.parametrize(("env", "route"), [
+    ({"SHORTRUN_ROUTE_RBM_STEP": "numpy"}, "numpy"),
+    ({"SHORTRUN_ROUTE_RBM_STEP": "torch"}, "torch"),
+    ({"SHORTRUN_ROUTE": "numpy"}, "numpy"),
+    ({"SHORTRUN_ROUTE": "onednn"}, "torch"),  # another family's route: the fixed torch step
+])
+def test_pins_decide_without_timing(env, route, unpinned, monkeypatch):
+    monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("timed a pinned route"))
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    m = _rbm(torch.float32)
+    assert rbm_fused.step_route(m, _opt(m), _batches(dtype=torch.float32)[0]) == route
+
+
+def test_a_numpy_pin_on_an_rbm_it_cannot_run_takes_the_torch_step(monkeypatch):
+    monkeypatch.setenv("SHORTRUN_ROUTE_RBM_STEP", "numpy")
+    m = _rbm(learning="fpcd")
+    assert rbm_fused.step_route(m, _opt(m), _batches()[0]) == "torch"
+
+
+def test_a_bad_pin_names_the_routes(monkeypatch):
+    monkeypatch.setenv("SHORTRUN_ROUTE_RBM_STEP", "blas")
+    m = _rbm(torch.float32)
+    with pytest.raises(ConfigError, match="SHORTRUN_ROUTE_RBM_STEP=blas.*torch, numpy"):
+        rbm_fused.step_route(m, _opt(m), _batches(dtype=torch.float32)[0])
+
+
+def test_trainer_run_on_the_numpy_step_resumes_bit_identically(tmp_path, monkeypatch):
+    """N straight steps equal N/2 + resume + N/2 on the NumPy route too (no step is special),
+    and the lr scheduler sees ``optimizer.step()`` called (no warning)."""
+    from shortrun.train.config import resolve
+    from shortrun.train.trainer import Trainer
+
+    monkeypatch.setenv("SHORTRUN_ROUTE_RBM_STEP", "numpy")
+    sets = ["train.epochs=2", "train.lr_decay=0.9", "train.progress=false",
+            "train.log_every=10", "train.ckpt_every=30", "train.sample_every=100000"]
+
+    def fit(out, extra):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            tr = Trainer(resolve("rbm_digits", [*sets, *extra]), out)
+            tr.fit()
+            tr.close()
+        return tr.model.state_dict()
+
+    straight = fit(tmp_path / "a", [])
+    fit(tmp_path / "b", ["train.steps=30"])
+    resumed = Trainer(resolve("rbm_digits", sets), tmp_path / "b", resume=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        resumed.fit()
+    resumed.close()
+    for k, v in straight.items():
+        assert torch.equal(resumed.model.state_dict()[k], v), k
