@@ -7,15 +7,18 @@ For every seed and both recipes it
 1. times ``--calibrate`` training iterations in this process (after one warm-up) at
    ``--threads`` threads: the per-iteration cost;
 2. trains the recipe for ``budget / cost`` iterations (so both get the same wall-clock
-   budget), or reuses a finished run in ``--out``;
+   budget), or reuses a finished run of that seed in ``--out``;
 3. evaluates ``fd`` (the library's MNIST classifier extractor) and ``mse`` (test
-   reconstruction) with ``shortrun eval`` (``--metrics`` chooses).
+   reconstruction) with ``shortrun eval`` (``--metrics`` chooses);
+4. with ``--pictures DIR``, draws the first seed's two runs side by side: prior samples
+   (``damc_prior_samples.png``) and test reconstructions (``damc_reconstructions.png``), with
+   fixed seeds (bench/gallery_draw.py).
 
 It prints one row per seed and a mean ± std row, with the CPU model, its flags summary and the
 torch version.
 
     SHORTRUN_DATA=/work/shared/data python bench/damc_compare.py --seeds 1 2 3 \\
-        --budget-s 1800 --out runs/damc_compare
+        --budget-s 1800 --out runs/damc_compare [--pictures docs/img]
 """
 
 from __future__ import annotations
@@ -74,6 +77,41 @@ def train_and_eval(recipe: str, run: Path, seed: int, steps: int, threads: int,
     return {k: float(got[k]) for k in metrics}
 
 
+def pictures(runs: dict[str, Path], out: Path, budget_s: float, n_recon: int = 10,
+             mse_images: int = 500) -> dict[str, float]:
+    """Prior samples and reconstructions of the 2020 prior's run beside DAMC's (same seed,
+    same wall-clock budget); returns the reconstruction MSEs shown in the caption."""
+    import gallery_draw as draw
+
+    from shortrun.run import load_run
+
+    models = {k: load_run(r).model for k, r in runs.items()}
+    steps = {k: load_run(r).step for k, r in runs.items()}
+    lang, damc = models["langevin"], models["damc"]
+    info = lang.info
+    title = (f"MNIST, the same {budget_s / 60:.0f}-minute CPU budget: 2020 prior "
+             f"{steps['langevin']} iterations, DAMC {steps['damc']}")
+    with torch.no_grad():
+        x_l = lang.sample(64, generator=draw.seeded(0))
+        x_d = damc.sample(64, generator=draw.seeded(0))
+    draw.panels(out / "damc_prior_samples.png",
+                [(f"2020 prior: {lang.options.prior_steps}-step chain from N(0, I)",
+                  draw.grid(x_l, info)),
+                 ("DAMC: q_φ(z), no chain", draw.grid(x_d, info))], title)
+    x_test = load_data(load_run(runs["langevin"]).cfg.data).test
+    pool, x = x_test[:mse_images], x_test[:n_recon]
+    mse = {k: draw.recon_mse(m, pool) for k, m in models.items()}
+    draw.rows(out / "damc_reconstructions.png",
+              [("test images", x),
+               (f"2020 prior\nMSE {mse['langevin']:.4f}",
+                lang.reconstruct(x, generator=draw.seeded(1))),
+               (f"DAMC\nMSE {mse['damc']:.4f}", damc.reconstruct(x, generator=draw.seeded(1)))],
+              info, f"{title}; posterior chains of {lang.options.post_steps} and "
+                    f"{damc.options.post_steps} steps (MSE per pixel on [-1, 1], "
+                    f"{len(pool)} test images)")
+    return mse
+
+
 def mean_std(xs: list[float]) -> str:
     return f"{statistics.mean(xs):.4g} ± {statistics.stdev(xs):.2g}" if len(xs) > 1 \
         else f"{xs[0]:.4g}"
@@ -92,6 +130,8 @@ def main() -> None:
                     help="fd needs the MNIST classifier extractor (shortrun train "
                          "classifier_mnist --out runs/features/mnist, or --set eval.extractor=RUN)")
     ap.add_argument("--out", type=Path, default=Path("runs/damc_compare"))
+    ap.add_argument("--pictures", type=Path, default=None,
+                    help="also draw the first seed's runs side by side into this folder")
     args = ap.parse_args()
     flags = sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma")))
     print(f"CPU: {cpu_model()} ({' '.join(flags)}); torch {torch.__version__}; "
@@ -105,9 +145,14 @@ def main() -> None:
     print("| seed | " + " | ".join(f"{k} 2020 prior | {k} DAMC" for k in metrics) + " |")
     print("|---" * (1 + 2 * len(metrics)) + "|")
     res: dict[str, list[dict[str, float]]] = {k: [] for k in RECIPES}
+    first: dict[str, Path] = {}
     for seed in args.seeds:
         for k, recipe in RECIPES.items():
-            run = args.out / f"s{seed}_{k}_{steps[k]}"
+            # a finished run of this seed is reused whatever its length (a rerun calibrates
+            # again and may count a few iterations more or less)
+            done = sorted(args.out.glob(f"s{seed}_{k}_*/eval.json"))
+            run = done[0].parent if done else args.out / f"s{seed}_{k}_{steps[k]}"
+            first.setdefault(k, run)
             res[k].append(train_and_eval(recipe, run, seed, steps[k], args.threads,
                                          args.overrides, metrics))
         a, b = res["langevin"][-1], res["damc"][-1]
@@ -115,6 +160,10 @@ def main() -> None:
     print("| mean ± std | " + " | ".join(
         f"{mean_std([r[k] for r in res['langevin']])} | {mean_std([r[k] for r in res['damc']])}"
         for k in metrics) + " |")
+    if args.pictures is not None:
+        mse = pictures(first, args.pictures, args.budget_s)
+        print(f"pictures of seed {args.seeds[0]} in {args.pictures}: reconstruction MSE "
+              + ", ".join(f"{k} {v:.4f}" for k, v in mse.items()))
 
 
 if __name__ == "__main__":

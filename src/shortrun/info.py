@@ -118,7 +118,7 @@ def rbm_step_routes() -> list[str]:
             model = BernoulliRBM(n_hid, info=DataInfo((n_vis,), "binary"), **options)
             v = (torch.rand(batch, n_vis) < 0.3).float()
         opt = model.build_optimizers(OptimOptions(lr=0.01))["main"]
-        name = step_route(model, opt, v)
+        name = step_route(model, opt, v).name
         lines.append(f"route rbm_step ({label}): {name} "
                      f"({_how(FAMILY, route_key(model, batch))})")
     return lines

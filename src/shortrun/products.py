@@ -199,13 +199,14 @@ def affine(x: torch.Tensor, W: torch.Tensor, bias: torch.Tensor) -> torch.Tensor
 _blas_threads: int | None = None
 
 
-def match_blas_threads() -> None:
-    """Give NumPy's BLAS the thread count torch uses (``train.threads``), once per change.
+def match_blas_threads(threads: int | None = None) -> None:
+    """Give NumPy's BLAS the thread count torch uses (``train.threads``), or ``threads``, once
+    per change.
 
     A process-wide side effect (threadpoolctl): every NumPy BLAS call in the process is capped
     afterwards, which is what the single-threaded NumPy route of :func:`gemm` needs."""
     global _blas_threads
-    n = torch.get_num_threads()
+    n = threads or torch.get_num_threads()
     if n != _blas_threads:
         from threadpoolctl import threadpool_limits
 

@@ -227,7 +227,8 @@ def recorded_seconds(key: str) -> float | None:
 class Chosen:
     """The route a key settled on, called through: ``chosen(*args)`` runs ``impls[name]``.
 
-    When the route was measured (``key`` given), every :data:`SAMPLE_EVERY`-th call is timed;
+    When the route was measured (``key`` given) and is watched (``watch``, unless its calls
+    cannot be repeated on their arguments), every :data:`SAMPLE_EVERY`-th call is timed;
     :data:`SLOW_SAMPLES` samples in a row over :data:`SLOW_FACTOR` × the recorded time (a
     choice cached while the machine was idle, or measured while it was loaded) re-time every
     candidate on that call's arguments, once per process, and replace the cached choice. The
@@ -238,9 +239,9 @@ class Chosen:
     __slots__ = ("name", "fn", "impls", "key", "expected", "calls", "slow", "remeasured")
 
     def __init__(self, name: str, impls: dict[str, Callable[..., object]],
-                 key: str | None = None) -> None:
+                 key: str | None = None, watch: bool = True) -> None:
         self.name, self.fn, self.impls, self.key = name, impls[name], impls, key
-        self.expected = recorded_seconds(key) if key is not None else None
+        self.expected = recorded_seconds(key) if key is not None and watch else None
         self.calls, self.slow, self.remeasured = 0, 0, False
 
     def __call__(self, *args: object) -> object:

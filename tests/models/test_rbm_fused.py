@@ -48,18 +48,17 @@ def _batches(n_visible=12, dtype=torch.float64, n=4, size=7):
 def _run(model, route, batches, weight_decay=0.01):
     opt = model.build_optimizers(OptimOptions(lr=0.1, weight_decay=weight_decay))["main"]
     torch.manual_seed(11)
-    step = rbm_fused.NumpyStep(model, opt)
-    metrics = [step(b) if route == "numpy" else model._torch_step(b, {"main": opt})
-               for b in batches]
+    metrics = [rbm_fused.IMPLS[route](model, opt, b) for b in batches]
     return model, opt, metrics
 
 
+@pytest.mark.parametrize("route", ["numpy", "numpy@1"])
 @pytest.mark.parametrize("options", VARIANTS)
-def test_numpy_step_is_the_torch_update_in_float64(options):
+def test_numpy_step_is_the_torch_update_in_float64(options, route):
     """Four updates from one state and RNG state: parameters, offsets, chains, gradients,
     momentum buffers and the logged free energies agree to float64 rounding."""
     a, opt_a, m_a = _run(_rbm(**options), "torch", _batches())
-    b, opt_b, m_b = _run(_rbm(**options), "numpy", _batches())
+    b, opt_b, m_b = _run(_rbm(**options), route, _batches())
     for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
         torch.testing.assert_close(y, x, rtol=1e-10, atol=1e-12, msg=name)
     for p, q in zip(a.parameters(), b.parameters(), strict=True):
@@ -168,7 +167,7 @@ def test_measured_on_twins_without_touching_the_model(winner, unpinned, monkeypa
     state = copy.deepcopy(m.state_dict())
     rng = torch.get_rng_state()
     batch = _batches(dtype=torch.float32)[0]
-    assert rbm_fused.step_route(m, opt, batch) == winner
+    assert rbm_fused.step_route(m, opt, batch).name == winner
     assert sorted(calls) == ["numpy", "torch"]
     assert torch.equal(torch.get_rng_state(), rng)
     assert all(torch.equal(state[k], v) for k, v in m.state_dict().items())
@@ -201,13 +200,13 @@ def test_pins_decide_without_timing(env, route, unpinned, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     m = _rbm(torch.float32)
-    assert rbm_fused.step_route(m, _opt(m), _batches(dtype=torch.float32)[0]) == route
+    assert rbm_fused.step_route(m, _opt(m), _batches(dtype=torch.float32)[0]).name == route
 
 
 def test_a_numpy_pin_on_an_rbm_it_cannot_run_takes_the_torch_step(monkeypatch):
     monkeypatch.setenv("SHORTRUN_ROUTE_RBM_STEP", "numpy")
     m = _rbm(learning="fpcd")
-    assert rbm_fused.step_route(m, _opt(m), _batches()[0]) == "torch"
+    assert rbm_fused.step_route(m, _opt(m), _batches()[0]).name == "torch"
 
 
 def test_a_bad_pin_names_the_routes(monkeypatch):
@@ -244,3 +243,22 @@ def test_trainer_run_on_the_numpy_step_resumes_bit_identically(tmp_path, monkeyp
     resumed.close()
     for k, v in straight.items():
         assert torch.equal(resumed.model.state_dict()[k], v), k
+
+
+def test_a_one_thread_numpy_choice_lets_the_trainer_drop_to_one_thread(unpinned, monkeypatch):
+    """At two threads the candidates include NumPy on a one-thread BLAS; when it wins, the step
+    is called through its route, so the Trainer sees a measured one-thread route."""
+    from shortrun.train.threads import ThreadsForTheWork
+
+    torch.set_num_threads(2)
+    names: list[str] = []
+    monkeypatch.setattr(routes, "measure", lambda name, fn: (
+        names.append(name), 0.5 if name == "numpy@1" else 1.0)[1])
+    m = _rbm(torch.float32)
+    opt = _opt(m)
+    threads = ThreadsForTheWork(None)
+    m.training_step(_batches(dtype=torch.float32)[0], 0, {"main": opt})
+    assert {"torch", "numpy", "numpy@1"} <= set(names)
+    assert threads.after_first_step() and torch.get_num_threads() == 1
+    threads.restore()
+    assert torch.get_num_threads() == 2

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from shortrun.models.rbm import BernoulliRBM
 
 FAMILY = "rbm_step"
-ROUTES = ("torch", "numpy")
+ROUTES = ("torch", "numpy")  # what a pin may name; "numpy@1" is NumPy with a one-thread BLAS
 FIXED = "torch"
 _WORKS: dict[tuple, bool] = {}
 
@@ -95,12 +95,13 @@ class NumpyStep:
     """One update of ``model`` (a :class:`BernoulliRBM`) with ``optimizer`` (its SGD), on NumPy
     views of the parameters, buffers and momentum buffers: ``step(batch) -> metrics``."""
 
-    def __init__(self, model: BernoulliRBM, optimizer: torch.optim.Optimizer) -> None:
-        self.model, self.optimizer = model, optimizer
+    def __init__(self, model: BernoulliRBM, optimizer: torch.optim.Optimizer,
+                 blas_threads: int | None = None) -> None:
+        self.model, self.optimizer, self.blas_threads = model, optimizer, blas_threads
 
     def __call__(self, batch: torch.Tensor) -> dict[str, float]:
         model, m = self.model, self.model.options
-        match_blas_threads()
+        match_blas_threads(self.blas_threads)
         W_t = model.W
         W, b, c = (p.detach().numpy() for p in (model.W, model.b, model.c))
         v = np.ascontiguousarray(batch.reshape(len(batch), -1).to(W_t).numpy())
@@ -163,13 +164,65 @@ class NumpyStep:
 
     def _apply(self, grads: tuple[np.ndarray, ...]) -> None:
         """Write ``p.grad`` and step the optimiser, as :meth:`RBMBase.write_gradients` and the
-        torch step do: the update itself is torch's, bit for bit."""
+        torch step do (the RBM's own :class:`RBMSGD` in its NumPy form)."""
         for p, g in zip((self.model.W, self.model.b, self.model.c), grads, strict=True):
             if p.grad is None:
                 p.grad = torch.from_numpy(g)
             else:
                 p.grad.numpy()[...] = g
-        self.optimizer.step()
+        opt = self.optimizer
+        opt.step_numpy() if isinstance(opt, RBMSGD) else opt.step()
+
+
+class RBMSGD(torch.optim.SGD):
+    """torch's SGD, plus :meth:`step_numpy`: the same update (weight decay, momentum, the
+    buffers in ``state[p]["momentum_buffer"]``) computed by NumPy on the tensors' memory. For
+    a 64 × 20 RBM torch's foreach SGD costs ~90 µs a step in calls, more than the rest of the
+    NumPy update; the NumPy form ~20. The state dict is SGD's, so checkpoints load either way."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._numpy_next = False
+
+    def step_numpy(self) -> None:
+        """One update in the NumPy form, through :meth:`step` so that hooks and the lr
+        scheduler see a step (CPU float32/float64 parameters; anything else, or Nesterov,
+        dampening, maximize, takes torch's form)."""
+        self._numpy_next = True
+        try:
+            self.step()
+        finally:
+            self._numpy_next = False
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if not (self._numpy_next and self._numpy_applies()):
+            return super().step(closure)
+        for group in self.param_groups:
+            lr, momentum, decay = group["lr"], group["momentum"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g, pn = p.grad.numpy(), p.detach().numpy()
+                if decay:
+                    g = g + decay * pn
+                if momentum:
+                    state = self.state[p]
+                    if state.get("momentum_buffer") is None:
+                        state["momentum_buffer"] = torch.from_numpy(np.array(g, copy=True))
+                    else:
+                        buf = state["momentum_buffer"].numpy()
+                        buf *= momentum
+                        buf += g
+                        g = buf
+                pn -= g * lr
+        return None
+
+    def _numpy_applies(self) -> bool:
+        return all(not (g["nesterov"] or g["dampening"] or g["maximize"])
+                   and all(p.device.type == "cpu" and p.dtype in (torch.float32, torch.float64)
+                           for p in g["params"])
+                   for g in self.param_groups)
 
 
 def numpy_works(model: BernoulliRBM) -> bool:
@@ -247,26 +300,57 @@ def route_key(model: BernoulliRBM, batch: int) -> str:
             f"{'centered' if model.centered else 'plain'}")
 
 
+def _torch(model: BernoulliRBM, optimizer: torch.optim.Optimizer,
+           batch: torch.Tensor) -> dict[str, float]:
+    return model._torch_step(batch, {"main": optimizer})
+
+
+def _numpy_on(threads: int | None):
+    def run(model: BernoulliRBM, optimizer: torch.optim.Optimizer,
+            batch: torch.Tensor) -> dict[str, float]:
+        return NumpyStep(model, optimizer, threads)(batch)
+    return run
+
+
+# "numpy" runs NumPy's BLAS at torch's thread count, "numpy@1" at one (a second BLAS thread on
+# a 64 × 20 product costs a scheduler slice whenever the other cores are busy)
+IMPLS = {"torch": _torch, "numpy": _numpy_on(None), "numpy@1": _numpy_on(1)}
+_UNWATCHED = {name: routes.Chosen(name, IMPLS) for name in IMPLS}
+
+
 def step_route(model: BernoulliRBM, optimizer: torch.optim.Optimizer,
-               batch: torch.Tensor) -> str:
-    """``torch`` or ``numpy`` for this model's updates on batches like ``batch``: pinned,
-    cached or measured now on scratch copies (the model, its optimiser and the global RNG are
-    not touched)."""
+               batch: torch.Tensor) -> routes.Chosen:
+    """The route of this model's updates on batches like ``batch`` (``torch``, ``numpy`` or
+    ``numpy@1``), called as ``route(model, optimizer, batch)``: pinned, cached or measured now
+    on scratch copies (the model, its optimiser and the global RNG are not touched), and kept
+    in :data:`shortrun.routes.MEMO` with the other routes, where the Trainer's thread choice
+    (:mod:`shortrun.train.threads`) sees it. A measured choice is not re-timed while training
+    (a whole update cannot be repeated on the live model)."""
+    m = model.options
+    memo_key = (FAMILY, type(model), model.W.dtype, batch.dtype, tuple(batch.shape),
+                model.n_visible, model.n_hidden, m.learning, m.k, m.n_chains, m.chain,
+                bool(getattr(model, "centered", False)), torch.get_num_threads(),
+                torch.is_autocast_enabled("cpu"))
+    chosen = routes.MEMO.get(memo_key)
+    if chosen is None:
+        chosen = routes.MEMO[memo_key] = _first_route(model, optimizer, batch)
+    return chosen
+
+
+def _first_route(model: BernoulliRBM, optimizer: torch.optim.Optimizer,
+                 batch: torch.Tensor) -> routes.Chosen:
     pinned = routes.pinned_route(FAMILY, ROUTES)
     if pinned in ROUTES:
-        return pinned if pinned == "torch" or applies(model) else FIXED
+        return _UNWATCHED[pinned if pinned == "torch" or applies(model) else FIXED]
     if pinned is not None or not applies(model) or not numpy_works(model):
-        return FIXED
-    key = route_key(model, len(batch))
+        return _UNWATCHED[FIXED]
+    names = ["torch", "numpy"] + (["numpy@1"] if torch.get_num_threads() > 1 else [])
     calls = {}
-    for route in ROUTES:
+    for name in names:
         twin, opt = _twin(model, model.W.dtype, optimizer.param_groups[0]["lr"],
                           optimizer.param_groups[0]["weight_decay"])
-        step = NumpyStep(twin, opt)
-
-        def call(twin=twin, opt=opt, step=step, route=route) -> object:
-            return step(batch) if route == "numpy" else twin.training_step(batch, 1,
-                                                                             {"main": opt})
-        calls[route] = call
+        calls[name] = (lambda f=IMPLS[name], twin=twin, opt=opt: f(twin, opt, batch))
+    key = route_key(model, len(batch))
     with torch.random.fork_rng(devices=[]):
-        return routes.choose(key, calls)
+        name = routes.choose(key, calls)
+    return routes.Chosen(name, IMPLS, key, watch=False)

@@ -119,7 +119,6 @@ class RBMBase(Model):
         self.register_load_state_dict_pre_hook(_migrate_chain_keys)
         self._step_params: RBMParams | None = None  # set inside training_step only
         self._step_route_pin: str | None = None  # "torch": never the NumPy step (its twins)
-        self._step_routes: dict[tuple, str] = {}  # batch shape, dtypes, threads -> route
         self._finish_init()
 
     def setup(self, info: DataInfo) -> None:
@@ -161,13 +160,15 @@ class RBMBase(Model):
                          ) -> dict[str, torch.optim.Optimizer]:
         """Plain SGD (with ``momentum``) at ``train.lr``; weight decay on ``W`` only. FPCD's
         fast weights learn at ``model.fast_lr``, default ``train.lr``. ``foreach``: the same
-        arithmetic in fewer calls, which matters for small RBMs whose whole step is ~300 µs."""
+        arithmetic in fewer calls, which matters for small RBMs whose whole step is ~300 µs;
+        :class:`~shortrun.models.rbm_fused.RBMSGD` is torch's SGD with a NumPy form of the same
+        update for the NumPy step."""
         t, m = optim or OptimOptions(), self.options
         self.fast_lr = m.fast_lr or t.lr
         others = [p for n, p in self.named_parameters() if n != "W"]
         groups = [{"params": [self.W], "weight_decay": t.weight_decay},
                   {"params": others, "weight_decay": 0.0}]
-        return {"main": torch.optim.SGD(groups, lr=t.lr, momentum=m.momentum, foreach=True)}
+        return {"main": rbm_fused.RBMSGD(groups, lr=t.lr, momentum=m.momentum, foreach=True)}
 
     @torch.no_grad()
     def negative_phase(self, pos: GibbsState) -> GibbsState:
@@ -223,13 +224,9 @@ class RBMBase(Model):
         """One CD/PCD/FPCD update. Binary RBMs may run it as NumPy instead of torch calls when
         that measured faster here (:mod:`shortrun.models.rbm_fused`, the ``rbm_step`` route)."""
         if self._step_route_pin != "torch":
-            key = (tuple(batch.shape), batch.dtype, self.W.dtype, torch.get_num_threads())
-            route = self._step_routes.get(key)
-            if route is None:
-                route = self._step_routes[key] = rbm_fused.step_route(self, optimizers["main"],
-                                                                      batch)
-            if route == "numpy":
-                return rbm_fused.NumpyStep(self, optimizers["main"])(batch)
+            route = rbm_fused.step_route(self, optimizers["main"], batch)
+            if route.name != "torch":  # called through the route: the Trainer counts its use
+                return route(self, optimizers["main"], batch)
         return self._torch_step(batch, optimizers)
 
     def _torch_step(self, batch, optimizers):
