@@ -132,6 +132,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/damc_compare"))
     ap.add_argument("--pictures", type=Path, default=None,
                     help="also draw the first seed's runs side by side into this folder")
+    ap.add_argument("--picture-mse-images", type=int, default=500,
+                    help="test images behind the reconstruction MSE of the picture's caption")
     args = ap.parse_args()
     flags = sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma")))
     print(f"CPU: {cpu_model()} ({' '.join(flags)}); torch {torch.__version__}; "
@@ -161,7 +163,8 @@ def main() -> None:
         f"{mean_std([r[k] for r in res['langevin']])} | {mean_std([r[k] for r in res['damc']])}"
         for k in metrics) + " |")
     if args.pictures is not None:
-        mse = pictures(first, args.pictures, args.budget_s)
+        mse = pictures(first, args.pictures, args.budget_s,
+                       mse_images=args.picture_mse_images)
         print(f"pictures of seed {args.seeds[0]} in {args.pictures}: reconstruction MSE "
               + ", ".join(f"{k} {v:.4f}" for k, v in mse.items()))
 

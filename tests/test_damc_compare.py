@@ -1,0 +1,42 @@
+"""``bench/damc_compare.py`` end to end at tiny sizes: both recipes trained for the budget's
+iterations, evaluated, the mean ± std table printed, the pictures drawn, and a rerun reusing
+the finished runs (a rerun calibrates again, so its step counts may differ)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # two 1-step trainings, their evaluation and the pictures
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def compare(*args: str, data_dir: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SHORTRUN_DATA": str(data_dir), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "damc_compare.py"), *args],
+                          env=env, capture_output=True, text=True, check=False)
+
+
+def test_compare_trains_evaluates_draws_and_reuses(tmp_path, data_dir):
+    from PIL import Image
+
+    runs, img = tmp_path / "runs", tmp_path / "img"
+    args = ["--seeds", "1", "--budget-s", "0.001", "--calibrate", "1", "--metrics", "mse",
+            "--set", "data.n_train=300", "--set", "eval.n_samples=16", "--out", str(runs)]
+    done = compare(*args, "--pictures", str(img), "--picture-mse-images", "16",
+                   data_dir=data_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "steps in the budget: {'langevin': 1, 'damc': 1}" in done.stdout
+    assert sorted(p.name for p in runs.iterdir()) == ["s1_damc_1", "s1_langevin_1"]
+    assert "| mean ± std |" in done.stdout
+    for name in ("damc_prior_samples.png", "damc_reconstructions.png"):
+        with Image.open(img / name) as picture:
+            assert picture.width > 300 and picture.height > 100, name
+
+    again = compare(*args, data_dir=data_dir)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert sorted(p.name for p in runs.iterdir()) == ["s1_damc_1", "s1_langevin_1"]
