@@ -20,7 +20,8 @@ ROW_PREFIXES = (
     "LEBM lebm_svhn iteration",
     "LEBM authors' train_svhn.py",
     "CD-1 epoch MNIST 784x500 batch 100 (shortrun train)",
-    "rbm_digits training (shortrun train rbm_digits)",
+    "rbm_digits training (shortrun train rbm_digits),",
+    "rbm_digits training (shortrun train rbm_digits) without centering and momentum",
     "Langevin MLP 2-128-128-1",
     "exact log Z 784x20",
 )
