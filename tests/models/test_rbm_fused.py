@@ -245,12 +245,14 @@ def test_trainer_run_on_the_numpy_step_resumes_bit_identically(tmp_path, monkeyp
         assert torch.equal(resumed.model.state_dict()[k], v), k
 
 
-def test_a_one_thread_numpy_choice_lets_the_trainer_drop_to_one_thread(unpinned, monkeypatch):
+def test_a_one_thread_numpy_choice_lets_the_trainer_drop_to_one_thread(unpinned, two_threads,
+                                                                       monkeypatch):
     """At two threads the candidates include NumPy on a one-thread BLAS; when it wins, the step
-    is called through its route, so the Trainer sees a measured one-thread route."""
+    is called through its route and the scratch copies' products are not counted, so the
+    Trainer sees one measured one-thread route (in a fresh process too: no cross-check yet)."""
     from shortrun.train.threads import ThreadsForTheWork
 
-    torch.set_num_threads(2)
+    rbm_fused._WORKS.clear()
     names: list[str] = []
     monkeypatch.setattr(routes, "measure", lambda name, fn: (
         names.append(name), 0.5 if name == "numpy@1" else 1.0)[1])
@@ -262,3 +264,48 @@ def test_a_one_thread_numpy_choice_lets_the_trainer_drop_to_one_thread(unpinned,
     assert threads.after_first_step() and torch.get_num_threads() == 1
     threads.restore()
     assert torch.get_num_threads() == 2
+
+
+@pytest.fixture
+def two_threads():
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(1)
+
+
+def test_the_step_route_holds_for_the_run_after_the_thread_drop(unpinned, two_threads,
+                                                                 monkeypatch):
+    """numpy@1 wins at two threads, torch would win at one: after the Trainer's drop to one
+    thread the model keeps numpy@1 (re-choosing would switch the arithmetic mid-run)."""
+    from shortrun.train.threads import ThreadsForTheWork
+
+    rbm_fused._WORKS.clear()  # the cross-check's scratch products run inside the first step
+    monkeypatch.setattr(routes, "measure", lambda name, fn: (
+        {"numpy@1": 0.5, "torch": 0.7}.get(name, 1.0) if torch.get_num_threads() > 1
+        else {"torch": 0.1}.get(name, 1.0)))
+    m = _rbm(torch.float32)
+    opt = _opt(m)
+    threads = ThreadsForTheWork(None)
+    batches = _batches(dtype=torch.float32, n=3)
+    m.training_step(batches[0], 0, {"main": opt})
+    assert threads.after_first_step() and torch.get_num_threads() == 1
+    try:
+        for b in batches[1:]:
+            m.training_step(b, 1, {"main": opt})
+        assert {r.name for r in m._settled_step_routes.values()} == {"numpy@1"}
+    finally:
+        threads.restore()
+
+
+def test_step_hooks_run_once_on_either_route():
+    """torch wraps every optimiser class it instantiates with a hook-running step; RBMSGD's
+    torch form must not run the hooks a second time through SGD's wrapped step."""
+    torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)  # SGD.step is now wrapped
+    for route in ("torch", "numpy"):
+        m = _rbm(torch.float32)
+        opt = _opt(m)
+        seen: list[str] = []
+        opt.register_step_pre_hook(lambda *a, seen=seen: seen.append("pre"))
+        opt.register_step_post_hook(lambda *a, seen=seen: seen.append("post"))
+        rbm_fused.IMPLS[route](m, opt, _batches(dtype=torch.float32)[0])
+        assert seen == ["pre", "post"], route

@@ -174,6 +174,15 @@ class NumpyStep:
         opt.step_numpy() if isinstance(opt, RBMSGD) else opt.step()
 
 
+def _unhooked(step):
+    """``step`` without the hook-running wrapper torch puts on an optimiser class when it is
+    first instantiated (marked ``hooked``): ``RBMSGD.step`` carries its own, and through two
+    the step hooks (and the data-parallel gradient all-reduce) would run twice."""
+    while getattr(step, "hooked", False) and hasattr(step, "__wrapped__"):
+        step = step.__wrapped__
+    return step
+
+
 class RBMSGD(torch.optim.SGD):
     """torch's SGD, plus :meth:`step_numpy`: the same update (weight decay, momentum, the
     buffers in ``state[p]["momentum_buffer"]``) computed by NumPy on the tensors' memory. For
@@ -197,7 +206,7 @@ class RBMSGD(torch.optim.SGD):
     @torch.no_grad()
     def step(self, closure=None):
         if not (self._numpy_next and self._numpy_applies()):
-            return super().step(closure)
+            return _unhooked(torch.optim.SGD.step)(self, closure)
         for group in self.param_groups:
             lr, momentum, decay = group["lr"], group["momentum"], group["weight_decay"]
             for p in group["params"]:
@@ -325,15 +334,31 @@ def step_route(model: BernoulliRBM, optimizer: torch.optim.Optimizer,
     on scratch copies (the model, its optimiser and the global RNG are not touched), and kept
     in :data:`shortrun.routes.MEMO` with the other routes, where the Trainer's thread choice
     (:mod:`shortrun.train.threads`) sees it. A measured choice is not re-timed while training
-    (a whole update cannot be repeated on the live model)."""
+    (a whole update cannot be repeated on the live model).
+
+    Once a model has a route for a batch shape it keeps it, whatever the thread count later
+    (the Trainer drops to one thread after a ``numpy@1`` first step: re-choosing then could
+    switch the arithmetic mid-run, and a resumed run, whose first step is again at the full
+    thread count, would not repeat the uninterrupted one)."""
     m = model.options
-    memo_key = (FAMILY, type(model), model.W.dtype, batch.dtype, tuple(batch.shape),
-                model.n_visible, model.n_hidden, m.learning, m.k, m.n_chains, m.chain,
-                bool(getattr(model, "centered", False)), torch.get_num_threads(),
-                torch.is_autocast_enabled("cpu"))
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    settled_key = (batch.dtype, tuple(batch.shape), torch.is_autocast_enabled("cpu"),
+                   distributed)
+    chosen = model._settled_step_routes.get(settled_key)
+    if chosen is not None:
+        return chosen
+    memo_key = (FAMILY, type(model), model.W.dtype, model.n_visible, model.n_hidden,
+                m.learning, m.k, m.n_chains, m.chain, bool(getattr(model, "centered", False)),
+                m.momentum > 0, torch.get_num_threads(), *settled_key)
     chosen = routes.MEMO.get(memo_key)
     if chosen is None:
-        chosen = routes.MEMO[memo_key] = _first_route(model, optimizer, batch)
+        # the scratch copies' products are not the step's: the Trainer must not count them
+        calls = {id(c): c.calls for c in routes.MEMO.values()}
+        chosen = _first_route(model, optimizer, batch)
+        for c in routes.MEMO.values():
+            c.calls = calls.get(id(c), 0)
+        routes.MEMO[memo_key] = chosen
+    model._settled_step_routes[settled_key] = chosen
     return chosen
 
 

@@ -119,6 +119,7 @@ class RBMBase(Model):
         self.register_load_state_dict_pre_hook(_migrate_chain_keys)
         self._step_params: RBMParams | None = None  # set inside training_step only
         self._step_route_pin: str | None = None  # "torch": never the NumPy step (its twins)
+        self._settled_step_routes: dict[tuple, Any] = {}  # rbm_fused.step_route, per shape
         self._finish_init()
 
     def setup(self, info: DataInfo) -> None:
