@@ -85,8 +85,9 @@ def pictures(runs: dict[str, Path], out: Path, budget_s: float, n_recon: int = 1
 
     from shortrun.run import load_run
 
-    models = {k: load_run(r).model for k, r in runs.items()}
-    steps = {k: load_run(r).step for k, r in runs.items()}
+    loaded = {k: load_run(r) for k, r in runs.items()}
+    models = {k: run.model for k, run in loaded.items()}
+    steps = {k: run.step for k, run in loaded.items()}
     lang, damc = models["langevin"], models["damc"]
     info = lang.info
     title = (f"MNIST, the same {budget_s / 60:.0f}-minute CPU budget: 2020 prior "
@@ -98,7 +99,7 @@ def pictures(runs: dict[str, Path], out: Path, budget_s: float, n_recon: int = 1
                 [(f"2020 prior: {lang.options.prior_steps}-step chain from N(0, I)",
                   draw.grid(x_l, info)),
                  ("DAMC: q_φ(z), no chain", draw.grid(x_d, info))], title)
-    x_test = load_data(load_run(runs["langevin"]).cfg.data).test
+    x_test = load_data(loaded["langevin"].cfg.data).test
     pool, x = x_test[:mse_images], x_test[:n_recon]
     mse = {k: draw.recon_mse(m, pool) for k, m in models.items()}
     draw.rows(out / "damc_reconstructions.png",

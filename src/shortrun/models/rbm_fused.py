@@ -3,11 +3,11 @@
 Why a second implementation of one update: for a small RBM (``rbm_digits``: 64 × 20, batch
 50, 100 chains) each product is a few thousand FLOPs, and the update's ~75 torch calls cost
 2-5 µs of dispatch each, ~400 µs a step against ~90 µs for scikit-learn's NumPy BernoulliRBM
-(issue 16). NumPy's per-call cost is about a microsecond. For a large RBM (784 × 500) the
-products dominate and torch's measured GEMM routes (:mod:`shortrun.products`) may win instead.
-So the step itself is a route, chosen per machine like the products (:func:`step_route`): both
-candidates run a few updates of a scratch copy of the model on the actual batch shape, and the
-faster is kept in the route cache.
+(issue 16; AMD EPYC, bench/README). NumPy's per-call cost is about a microsecond there. For a
+large RBM (784 × 500) the products dominate and torch's measured GEMM routes
+(:mod:`shortrun.products`) may win instead. So the step itself is a route, chosen per machine
+like the products (:func:`step_route`): both candidates run a few updates of a scratch copy of
+the model on the actual batch shape, and the faster is kept in the route cache.
 
 The arithmetic is exactly that of :class:`shortrun.models.rbm_learning.RBMBase` with
 :class:`shortrun.models.rbm.BernoulliRBM`'s centering (Melchior, Fischer & Wiskott 2016,
@@ -64,8 +64,9 @@ def applies(model: BernoulliRBM) -> bool:
 
 
 def _sigmoid(a: np.ndarray) -> np.ndarray:
-    """``σ(a) = (1 + tanh(a/2)) / 2``: overflow-free, and NumPy's vectorised tanh makes it ~3×
-    faster than scipy's expit in float32 (and no less accurate: both within 1e-7)."""
+    """``σ(a) = (1 + tanh(a/2)) / 2``: overflow-free, and NumPy's vectorised tanh made it ~3×
+    faster than scipy's expit in float32 on the AMD EPYC of bench/README (and no less accurate:
+    both within 1e-7)."""
     out = a * 0.5
     np.tanh(out, out=out)
     out *= 0.5
@@ -76,7 +77,7 @@ def _sigmoid(a: np.ndarray) -> np.ndarray:
 def _softplus(a: np.ndarray) -> np.ndarray:
     """``log(1 + exp(a)) = max(a, 0) + log(1 + exp(−|a|))``, overflow-free; ``log`` rather than
     ``log1p`` (the argument is in [1, 2], so the absolute error stays at the dtype's rounding)
-    because NumPy vectorises it: np.logaddexp took ~5× as long here."""
+    because NumPy vectorises it: np.logaddexp took ~5× as long on that EPYC."""
     out = np.abs(a)
     np.negative(out, out=out)
     np.exp(out, out=out)
@@ -87,7 +88,8 @@ def _softplus(a: np.ndarray) -> np.ndarray:
 
 
 def _mean0(x: np.ndarray) -> np.ndarray:
-    """``x.mean(0)`` without ndarray.mean's Python wrapper (~5 µs a call on small arrays)."""
+    """``x.mean(0)`` without ndarray.mean's Python wrapper (~5 µs a call on small arrays on the
+    AMD EPYC)."""
     return np.add.reduce(x, axis=0) / x.shape[0]
 
 
@@ -186,8 +188,9 @@ def _unhooked(step):
 class RBMSGD(torch.optim.SGD):
     """torch's SGD, plus :meth:`step_numpy`: the same update (weight decay, momentum, the
     buffers in ``state[p]["momentum_buffer"]``) computed by NumPy on the tensors' memory. For
-    a 64 × 20 RBM torch's foreach SGD costs ~90 µs a step in calls, more than the rest of the
-    NumPy update; the NumPy form ~20. The state dict is SGD's, so checkpoints load either way."""
+    a 64 × 20 RBM torch's foreach SGD cost ~90 µs a step in calls on the AMD EPYC of
+    bench/README, more than the rest of the NumPy update; the NumPy form ~20. The state dict is
+    SGD's, so checkpoints load either way."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
