@@ -120,10 +120,22 @@ def fp32_peak() -> tuple[float, str]:
     return peaks[name], name
 
 
+def vector_tier() -> str:
+    """The widest vector unit GEMM kernels can use here: ``amx``, ``avx512``, ``avx2`` or
+    ``novec``."""
+    flags = hardware.cpu_flags()
+    for tier, flag in (("amx", "amx_tile"), ("avx512", "avx512f"), ("avx2", "avx2")):
+        if flag in flags:
+            return tier
+    return "novec"
+
+
 def cpu_slug() -> str:
-    """The CPU model as a file name: ``AMD EPYC`` -> ``amd-epyc``."""
+    """The CPU model and vector tier as a file name: ``AMD EPYC`` with AVX2 only ->
+    ``amd-epyc-avx2``. A virtual machine names AVX2 and AVX-512 EPYCs alike, and their speeds
+    differ, so the tier keeps their results files apart."""
     slug = re.sub(r"[^a-z0-9]+", "-", hardware.cpu_model().lower()).strip("-")
-    return slug or "unknown-cpu"
+    return f"{slug or 'unknown-cpu'}-{vector_tier()}"
 
 
 def machine_lines() -> list[str]:

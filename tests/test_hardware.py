@@ -36,6 +36,15 @@ def test_model_and_flags_come_from_the_first_processor(fake_cpu):
     assert {"avx2", "avx512f", "avx512_bf16"} <= hardware.cpu_flags()
 
 
+def test_the_machine_names_its_vector_units_so_avx2_and_avx512_cpus_differ(fake_cpu):
+    fake_cpu()
+    with_512 = hardware.cpu_machine()
+    assert with_512 == "Intel(R) Xeon(R) CPU @ 2.20GHz [avx2 fma avx512f avx512_vnni]"
+    hardware.CPUINFO.write_text(CPUINFO.replace(" avx512f avx512_vnni{extra}", ""))
+    hardware._cpuinfo_fields.cache_clear()
+    assert hardware.cpu_machine() == "Intel(R) Xeon(R) CPU @ 2.20GHz [avx2 fma]"
+
+
 @pytest.mark.parametrize("flag", ["avx512_bf16", "amx_bf16"])
 def test_either_bf16_flag_makes_bf16_native(fake_cpu, flag):
     fake_cpu(f" amx_tile {flag}")

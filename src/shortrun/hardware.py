@@ -52,6 +52,16 @@ def cpu_model() -> str:
             or platform.machine() or "unknown CPU")
 
 
+def cpu_machine() -> str:
+    """The CPU model and the vector units it has among :data:`RELEVANT_FLAGS`, e.g.
+    ``AMD EPYC [avx2 fma]``: a virtual machine may report only ``AMD EPYC`` for CPUs with and
+    without AVX-512, whose GEMM kernels, fastest routes and float results differ, so the
+    route cache and the recorded fingerprints key on this rather than on the model alone."""
+    flags = cpu_flags()
+    units = " ".join(f for f in RELEVANT_FLAGS if f in flags) or "no vector flags"
+    return f"{cpu_model()} [{units}]"
+
+
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags (``flags`` in /proc/cpuinfo); empty where they cannot be read."""
     return frozenset(_cpuinfo_fields().get("flags", "").split())

@@ -40,7 +40,7 @@ from typing import TypeVar
 import torch
 
 from shortrun.errors import ConfigError
-from shortrun.hardware import cpu_model
+from shortrun.hardware import cpu_machine
 
 T = TypeVar("T")
 REPEATS = 5
@@ -71,8 +71,9 @@ def cache_path() -> Path:
 
 
 def machine_key() -> str:
-    """What a cached choice is valid for beyond its own key: the CPU and the torch build."""
-    return f"{cpu_model()} | torch {torch.__version__}"
+    """What a cached choice is valid for beyond its own key: the CPU (model and vector units)
+    and the torch build."""
+    return f"{cpu_machine()} | torch {torch.__version__}"
 
 
 def pinned_route(family: str, choices: tuple[str, ...] | None = None) -> str | None:

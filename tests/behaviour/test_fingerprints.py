@@ -1,19 +1,30 @@
 """Every built-in recipe computes what it computed before the library redesign (issue 15).
 
-See :mod:`fingerprint` for what is hashed. On the machine the record was made on, the exact
-digest must match; elsewhere each tensor's ``Σx`` and ``Σ|x|`` must match to a relative 1e-4
-(two steps of float32 training on another BLAS move them by ~1e-6).
+See :mod:`fingerprint` for what is hashed. On the machine the record was made on, and on the
+machines added with ``--add-machine``, the exact digest must match. Each tensor's ``Σx`` and
+``Σ|x|`` must match to a relative 1e-4 on the recording machine. On another CPU only a loose
+check is possible (:func:`fingerprint.summaries_agree_elsewhere`): two Adam steps there move
+some parameters by a whole learning rate (a gradient within rounding of zero changes sign, and
+Adam's first steps are ±lr whatever its size), so per-tensor sums of the classifier, DAMC and
+Dual-MCMC recipes moved by up to 120 % on an AVX2 AMD EPYC against the AVX-512 record; that
+machine's exact digests are recorded instead.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 
 import pytest
 
-from .fingerprint import RECORD, SYNTHETIC, machine_key, run_recipe
+from .fingerprint import (
+    RECORD,
+    SYNTHETIC,
+    machine_key,
+    run_recipe,
+    summaries_agree,
+    summaries_agree_elsewhere,
+)
 
 RECORDED = json.loads(RECORD.read_text())
 REL = 1e-4
@@ -34,15 +45,15 @@ def test_recipe_fingerprint_unchanged(recipe: str) -> None:
         pytest.skip("needs SHORTRUN_DATA")
     want = RECORDED["recipes"][recipe]
     got = run_recipe(recipe)
-    assert len(got["summary"]) == len(want["summary"]), "a tensor was added or removed"
-    if machine_key() == RECORDED["machine"]:
-        assert got["exact"] == want["exact"], f"{recipe}: bits changed on the recording machine"
-    for (shape_g, sum_g, abs_g), (shape_w, sum_w, abs_w) in zip(
-            got["summary"], want["summary"], strict=True):
-        assert shape_g == shape_w
-        scale = max(abs_w, 1e-12)
-        assert math.isclose(sum_g, sum_w, rel_tol=REL, abs_tol=REL * scale), (recipe, shape_w)
-        assert math.isclose(abs_g, abs_w, rel_tol=REL, abs_tol=1e-12), (recipe, shape_w)
+    here = machine_key()
+    exact = {RECORDED["machine"]: want["exact"],
+             **{m: d[recipe] for m, d in RECORDED.get("exact_elsewhere", {}).items()
+                if recipe in d}}
+    if here in exact:
+        assert got["exact"] == exact[here], f"{recipe}: bits changed on {here}"
+    why = (summaries_agree(got["summary"], want["summary"], REL) if here == RECORDED["machine"]
+           else summaries_agree_elsewhere(got["summary"], want["summary"]))
+    assert why is None, f"{recipe}: {why}"
 
 
 def test_the_record_covers_every_builtin_recipe() -> None:
