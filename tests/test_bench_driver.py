@@ -21,7 +21,7 @@ ROW_PREFIXES = (
     "LEBM authors' train_svhn.py",
     "CD-1 epoch MNIST 784x500 batch 100 (shortrun train)",
     "rbm_digits training (shortrun train rbm_digits),",
-    "rbm_digits training (shortrun train rbm_digits) without centering and momentum",
+    "rbm_digits training (shortrun train rbm_digits) with scikit-learn's update",
     "Langevin MLP 2-128-128-1",
     "exact log Z 784x20",
 )

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from shortrun.products import affine
 
 Beta = float | torch.Tensor
+UNIFORM_NUMPY_FROM = 1 << 15  # draws of this many numbers or more come from NumPy's PCG64
 
 
 def uniform(shape: torch.Size | tuple[int, ...], like: torch.Tensor,
@@ -36,7 +37,7 @@ def uniform(shape: torch.Size | tuple[int, ...], like: torch.Tensor,
     for n in shape:
         numel *= n
     # seeding a NumPy generator costs ~20 µs, worth it only for large draws
-    if (numel >= 1 << 15 and like.device.type == "cpu"
+    if (numel >= UNIFORM_NUMPY_FROM and like.device.type == "cpu"
             and like.dtype in (torch.float32, torch.float64)):
         seed = int(torch.randint(0, 2**62, (), generator=generator))
         out = torch.empty(shape, dtype=like.dtype)

@@ -13,9 +13,10 @@ The arithmetic is exactly that of :class:`shortrun.models.rbm_learning.RBMBase` 
 :class:`shortrun.models.rbm.BernoulliRBM`'s centering (Melchior, Fischer & Wiskott 2016,
 Algorithm 1) and torch's SGD (momentum, weight decay on ``W``): the same positive phase, the
 same Gibbs sweeps (Hinton 2002, Eq. 5) drawing the *same* uniforms from torch's RNG in the same
-order (:func:`shortrun.energies.rbm.uniform`), the same gradient and update. Only the summation
-order of the products and the elementwise kernels differ, so before the route may be chosen it
-must agree with the torch step in float64 to rounding over two updates (:func:`numpy_works`).
+order (:func:`shortrun.energies.rbm.uniform`), the same gradient and update. σ and softplus
+are torch's own kernels run on NumPy memory; only the summation order of the products differs,
+so before the route may be chosen it must agree with the torch step in float64 to rounding over
+two updates (:func:`numpy_works`).
 
 Scope: ``model.learning`` cd or pcd, ``model.chain`` gibbs, float32/float64 parameters on the
 CPU, no bf16 autocast, one process, and the optimiser the RBM builds. Everything else (FPCD,
@@ -34,9 +35,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+import torch.optim.optimizer as _torch_optimizer
+from torch.autograd import profiler as _profiler
 
 from shortrun import routes
-from shortrun.energies.rbm import uniform
+from shortrun.energies.rbm import UNIFORM_NUMPY_FROM, uniform
 from shortrun.products import match_blas_threads
 
 if TYPE_CHECKING:
@@ -63,34 +66,97 @@ def applies(model: BernoulliRBM) -> bool:
     return not (torch.distributed.is_available() and torch.distributed.is_initialized())
 
 
-def _sigmoid(a: np.ndarray) -> np.ndarray:
-    """``σ(a) = (1 + tanh(a/2)) / 2``: overflow-free, and NumPy's vectorised tanh made it ~3×
-    faster than scipy's expit in float32 on the AMD EPYC of bench/README (and no less accurate:
-    both within 1e-7)."""
-    out = a * 0.5
-    np.tanh(out, out=out)
-    out *= 0.5
-    out += 0.5
-    return out
+def _sigmoid_into(src: torch.Tensor, out: torch.Tensor) -> None:
+    """``out = σ(src)`` by the torch step's own kernel, on NumPy memory: on the AVX2 AMD EPYC
+    of session 17 it took 5 µs for 150 × 20 against 14 µs for NumPy's ``tanh`` form
+    (``(1 + tanh(a/2)) / 2``), ad hoc timing."""
+    torch.sigmoid(src, out=out)
 
 
-def _softplus(a: np.ndarray) -> np.ndarray:
-    """``log(1 + exp(a)) = max(a, 0) + log(1 + exp(−|a|))``, overflow-free; ``log`` rather than
-    ``log1p`` (the argument is in [1, 2], so the absolute error stays at the dtype's rounding)
-    because NumPy vectorises it: np.logaddexp took ~5× as long on that EPYC."""
-    out = np.abs(a)
-    np.negative(out, out=out)
-    np.exp(out, out=out)
-    out += 1.0
-    np.log(out, out=out)
-    out += np.maximum(a, 0.0)
-    return out
+def _softplus_rows(a: torch.Tensor) -> np.ndarray:
+    """``Σⱼ softplus(aⱼ)`` per row, by the torch step's own ``F.softplus`` (14 µs for 150 × 20
+    there, against 22 µs for the overflow-free NumPy form)."""
+    return torch.nn.functional.softplus(a).sum(1).numpy()
 
 
-def _mean0(x: np.ndarray) -> np.ndarray:
-    """``x.mean(0)`` without ndarray.mean's Python wrapper (~5 µs a call on small arrays on the
-    AMD EPYC)."""
-    return np.add.reduce(x, axis=0) / x.shape[0]
+class _Workspace:
+    """What one update reads and writes, made once per model, batch size and tensor set:
+    NumPy views of the parameters, offsets, chains and gradients (``.numpy()`` costs ~2.4 µs
+    and an update needs two dozen), and scratch arrays laid out so that nothing is
+    concatenated: data rows first, chain rows after, as the free energies and ``Wᵀ``'s
+    gradient stack them."""
+
+    def __init__(self, model: BernoulliRBM, n_pos: int, tensors: tuple[torch.Tensor, ...],
+                 key: tuple) -> None:
+        self.tensors, self.key = tensors, key
+        self.params = tensors[:3]
+        dtype = model.W.dtype
+        nv, nh, k = model.n_visible, model.n_hidden, model.options.k
+        self.pcd = model.options.learning == "pcd"
+        self.n_pos = n_pos
+        self.n_neg = model.source.chains.shape[0] if self.pcd else n_pos
+        n = n_pos + self.n_neg
+        self.W, self.b, self.c = (p.detach().numpy() for p in (model.W, model.b, model.c))
+        self.mu, self.lam = model.mu.numpy(), model.lam.numpy()
+        self.chains = model.source.chains.numpy() if self.pcd else None
+
+        def pair(*shape: int) -> tuple[torch.Tensor, np.ndarray]:
+            t = torch.empty(shape, dtype=dtype)
+            return t, t.numpy()
+
+        self.t_a, self.a = pair(n, nh)  # hidden inputs
+        self.t_h, self.h = pair(n, nh)  # hidden probabilities
+        self.t_a_pos, self.t_h_pos = self.t_a[:n_pos], self.t_h[:n_pos]
+        self.t_a_neg, self.t_h_neg = self.t_a[n_pos:], self.t_h[n_pos:]
+        # row weights of the gradient ∂/∂θ [mean F(v_data) − mean F(v_k)] (a data row's
+        # statistic counts −1/n_pos, a chain row's +1/n_neg) and of the data mean
+        self.row_weights = np.concatenate([np.full(n_pos, -1.0 / n_pos),
+                                           np.full(self.n_neg, 1.0 / self.n_neg)]
+                                          ).astype(self.W.dtype)
+        self.data_mean_weights = np.full(n_pos, 1.0 / n_pos, dtype=self.W.dtype)
+        self.x = np.empty((n, nv), dtype=self.W.dtype)  # visible states
+        self.t_a_vis, self.a_vis = pair(self.n_neg, nv)
+        self.t_p_vis, self.p_vis = pair(self.n_neg, nv)
+        self.grads = tuple(pair(*p.shape) for p in (model.W, model.b, model.c))
+        self.shapes = ((self.n_neg, nh), (self.n_neg, nv))
+        # torch's CPU generator fills a tensor element by element, so one torch.rand of the k
+        # sweeps' total is the same numbers as the torch step's 2k draws, in its order (hidden
+        # then visible, sweep by sweep); draws large enough for uniform()'s NumPy generator
+        # are drawn as that step draws them
+        one_call = max(self.n_neg * nh, self.n_neg * nv) < UNIFORM_NUMPY_FROM
+        self.t_u = torch.empty(k * self.n_neg * (nh + nv), dtype=dtype) if one_call else None
+        self.k = k
+
+    def uniforms(self, like: torch.Tensor) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The k sweeps' (hidden, visible) uniforms, the numbers :func:`uniform` draws."""
+        if self.t_u is None:
+            return [(uniform(self.shapes[0], like).numpy(), uniform(self.shapes[1], like).numpy())
+                    for _ in range(self.k)]
+        torch.rand(self.t_u.shape, dtype=self.t_u.dtype, out=self.t_u)
+        u = self.t_u.numpy()
+        (n, nh), (_, nv) = self.shapes
+        sweeps, at = [], 0
+        for _ in range(self.k):
+            sweeps.append((u[at:at + n * nh].reshape(n, nh),
+                           u[at + n * nh:at + n * (nh + nv)].reshape(n, nv)))
+            at += n * (nh + nv)
+        return sweeps
+
+
+def _workspace(model: BernoulliRBM, n_pos: int) -> _Workspace:
+    """The model's workspace for batches of ``n_pos``, rebuilt when an option it depends on
+    changed or a tensor it views was replaced (``.to()``, a new chain set)."""
+    m = model.options
+    params, buffers = model._parameters, model._buffers
+    tensors = (params["W"], params["b"], params["c"], buffers["mu"], buffers["lam"],
+               *((model.source.chains,) if m.learning == "pcd" else ()))
+    key = (n_pos, m.learning, m.k, *(t.data_ptr() for t in tensors))
+    ws = model.__dict__.get("_numpy_workspace")
+    if (ws is None or ws.key != key or len(ws.tensors) != len(tensors)
+            or not all(t is u for t, u in zip(tensors, ws.tensors, strict=True))):
+        ws = _Workspace(model, n_pos, tensors, key)
+        model.__dict__["_numpy_workspace"] = ws
+    return ws
 
 
 class NumpyStep:
@@ -102,78 +168,74 @@ class NumpyStep:
         self.model, self.optimizer, self.blas_threads = model, optimizer, blas_threads
 
     def __call__(self, batch: torch.Tensor) -> dict[str, float]:
-        model, m = self.model, self.model.options
+        model = self.model
         match_blas_threads(self.blas_threads)
-        W_t = model.W
-        W, b, c = (p.detach().numpy() for p in (model.W, model.b, model.c))
-        v = np.ascontiguousarray(batch.reshape(len(batch), -1).to(W_t).numpy())
-        centered = model.centered
-        mu, lam = model.mu.numpy(), model.lam.numpy()
+        n_pos = len(batch)
+        ws = _workspace(model, n_pos)
+        W, b, c, mu, lam = ws.W, ws.b, ws.c, ws.mu, ws.lam
+        n_neg, centered = ws.n_neg, model.centered
+        # rows: x = [data; chains], a and h their hidden inputs and probabilities
+        x, a, h = ws.x, ws.a, ws.h
+        v, x_neg = x[:n_pos], x[n_pos:]
+        a_pos, a_neg, h_pos, h_neg = a[:n_pos], a[n_pos:], h[:n_pos], h[n_pos:]
+        data = (batch.detach() if batch.requires_grad else batch).numpy()
+        np.copyto(v, data.reshape(n_pos, -1), casting="unsafe")
         # the standard-form parameters of the step (BernoulliRBM.params)
         b_eff = b - W @ lam if centered else b
         c_eff = c - mu @ W if centered else c
 
-        n_pos = len(v)
-        pcd = m.learning == "pcd"
         # the positive phase and (PCD) the chains' hidden state in one product
-        x_all = np.concatenate([v, model.source.chains.numpy()]) if pcd else v
-        a_all = x_all @ W
-        a_all += c_eff
-        h_all = _sigmoid(a_all)
-        a_pos, h_pos = a_all[:n_pos], h_all[:n_pos]
-        x_neg, a_neg, h_neg = (x_all[n_pos:], a_all[n_pos:], h_all[n_pos:]) if pcd \
-            else (v, a_pos, h_pos)
-        n_neg = len(x_neg)
-        for _ in range(m.k):  # block Gibbs, drawing torch's uniforms as gibbs_step does
-            h = uniform((n_neg, model.n_hidden), W_t).numpy()
-            np.less(h, h_neg, out=h, casting="unsafe")
-            a_vis = h @ W.T
+        if ws.pcd:
+            x_neg[...] = ws.chains
+            np.matmul(x, W, out=a)
+            a += c_eff
+            _sigmoid_into(ws.t_a, ws.t_h)
+        else:  # CD: the chains start at the data
+            np.matmul(v, W, out=a_pos)
+            a_pos += c_eff
+            _sigmoid_into(ws.t_a_pos, ws.t_h_pos)
+            x_neg[...], a_neg[...], h_neg[...] = v, a_pos, h_pos
+        for u_h, u_v in ws.uniforms(ws.params[0]):  # block Gibbs, as gibbs_step draws
+            np.less(u_h, h_neg, out=u_h, casting="unsafe")
+            np.matmul(u_h, W.T, out=ws.a_vis)
+            a_vis = ws.a_vis
             a_vis += b_eff
-            p_vis = _sigmoid(a_vis)
-            x_neg = uniform((n_neg, model.n_visible), W_t).numpy()
-            np.less(x_neg, p_vis, out=x_neg, casting="unsafe")
-            a_neg = x_neg @ W
+            _sigmoid_into(ws.t_a_vis, ws.t_p_vis)
+            np.less(u_v, ws.p_vis, out=x_neg, casting="unsafe")
+            np.matmul(x_neg, W, out=a_neg)
             a_neg += c_eff
-            h_neg = _sigmoid(a_neg)
-        if pcd:
-            model.source.chains.numpy()[...] = x_neg
+            _sigmoid_into(ws.t_a_neg, ws.t_h_neg)
+        if ws.pcd:
+            ws.chains[...] = x_neg
         # free energies F = −xᵀb − Σ softplus(a), data rows then chain rows
-        x = np.concatenate([v, x_neg])
         f = x @ b_eff
-        f += _softplus(np.concatenate([a_pos, a_neg])).sum(1)
+        f += _softplus_rows(ws.t_a)
         f_pos = -float(np.add.reduce(f[:n_pos])) / n_pos
         f_neg = -float(np.add.reduce(f[n_pos:])) / n_neg
 
-        h = np.concatenate([h_pos, h_neg])
         if centered:  # BernoulliRBM.before_gradients: move the offsets, shift the biases
-            rate = m.offset_rate
-            new_mu = mu + rate * (_mean0(v) - mu)
-            new_lam = lam + rate * (_mean0(h_pos) - lam)
+            rate = model.options.offset_rate
+            new_mu = mu + rate * (ws.data_mean_weights @ v - mu)
+            new_lam = lam + rate * (ws.data_mean_weights @ h_pos - lam)
             b += W @ (new_lam - lam)
             c += (new_mu - mu) @ W
             mu[...], lam[...] = new_mu, new_lam
             x -= mu
             h -= lam
-        # write_gradients: ∂/∂θ [mean F(v_data) − mean F(v_k)], W's as one product
-        x_pos, x_neg, h_pos, h_neg = x[:n_pos], x[n_pos:], h[:n_pos], h[n_pos:]
-        g_b = _mean0(x_neg) - _mean0(x_pos)
-        g_c = _mean0(h_neg) - _mean0(h_pos)
-        h_pos *= -1.0 / n_pos
-        h_neg *= 1.0 / n_neg
-        grads = (x.T @ h, g_b, g_c)
-        self._apply(grads)
-        return {"loss": f_pos - f_neg, "energy_pos": f_pos, "energy_neg": f_neg}
-
-    def _apply(self, grads: tuple[np.ndarray, ...]) -> None:
-        """Write ``p.grad`` and step the optimiser, as :meth:`RBMBase.write_gradients` and the
-        torch step do (the RBM's own :class:`RBMSGD` in its NumPy form)."""
-        for p, g in zip((self.model.W, self.model.b, self.model.c), grads, strict=True):
-            if p.grad is None:
-                p.grad = torch.from_numpy(g)
-            else:
-                p.grad.numpy()[...] = g
+        # write_gradients: ∂/∂θ [mean F(v_data) − mean F(v_k)] as row-weighted sums, W's as
+        # one product over data and chain rows
+        (t_g_W, g_W), (t_g_b, g_b), (t_g_c, g_c) = ws.grads
+        w = ws.row_weights
+        np.matmul(w, x, out=g_b)
+        np.matmul(w, h, out=g_c)
+        h *= w[:, None]
+        np.matmul(x.T, h, out=g_W)
+        for p, g in zip(ws.params, (t_g_W, t_g_b, t_g_c), strict=True):
+            if p.grad is not g:
+                p.grad = g
         opt = self.optimizer
         opt.step_numpy() if isinstance(opt, RBMSGD) else opt.step()
+        return {"loss": f_pos - f_neg, "energy_pos": f_pos, "energy_neg": f_neg}
 
 
 def _unhooked(step):
@@ -195,40 +257,73 @@ class RBMSGD(torch.optim.SGD):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._numpy_next = False
+        self._numpy_views: dict[int, tuple] = {}
 
     def step_numpy(self) -> None:
-        """One update in the NumPy form, through :meth:`step` so that hooks and the lr
-        scheduler see a step (CPU float32/float64 parameters; anything else, or Nesterov,
-        dampening, maximize, takes torch's form)."""
+        """One update in the NumPy form. Called through :meth:`step` (so that hooks, the
+        profiler and the lr scheduler see it) only when one of them is there to see it: torch's
+        wrappers of ``step`` cost ~60 µs a call on the AVX2 AMD EPYC of session 17, as much as
+        the update itself. CPU float32/float64 parameters; anything else, or Nesterov,
+        dampening, maximize, takes torch's form."""
+        if self._numpy_applies() and not self._observed():
+            self._numpy_update()
+            self._opt_called = True  # what the lr scheduler's wrapper of step() records
+            return
         self._numpy_next = True
         try:
             self.step()
         finally:
             self._numpy_next = False
 
+    def _observed(self) -> bool:
+        """Whether a step hook or the autograd profiler would see a call of :meth:`step`."""
+        global_hooks = (getattr(_torch_optimizer, "_global_optimizer_pre_hooks", None),
+                        getattr(_torch_optimizer, "_global_optimizer_post_hooks", None))
+        if global_hooks[0] is None or global_hooks[1] is None or global_hooks[0] \
+                or global_hooks[1]:
+            return True  # (a torch without these names: assume it is watched)
+        return bool(self._optimizer_step_pre_hooks or self._optimizer_step_post_hooks
+                    or getattr(_profiler, "_is_profiler_enabled", True))
+
     @torch.no_grad()
     def step(self, closure=None):
         if not (self._numpy_next and self._numpy_applies()):
             return _unhooked(torch.optim.SGD.step)(self, closure)
+        self._numpy_update()
+        return None
+
+    def _numpy_update(self) -> None:
         for group in self.param_groups:
             lr, momentum, decay = group["lr"], group["momentum"], group["weight_decay"]
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                g, pn = p.grad.numpy(), p.detach().numpy()
+                state = self.state[p]
+                buf_t = state.get("momentum_buffer") if momentum else None
+                g, pn, buf = self._views(p, buf_t)
                 if decay:
                     g = g + decay * pn
                 if momentum:
-                    state = self.state[p]
-                    if state.get("momentum_buffer") is None:
+                    if buf is None:
                         state["momentum_buffer"] = torch.from_numpy(np.array(g, copy=True))
                     else:
-                        buf = state["momentum_buffer"].numpy()
                         buf *= momentum
                         buf += g
                         g = buf
                 pn -= g * lr
-        return None
+
+    def _views(self, p: torch.Tensor, buf_t: torch.Tensor | None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """NumPy views of ``p``'s gradient, ``p`` and its momentum buffer, kept while the
+        three tensors are the same objects on the same memory."""
+        grad = p.grad
+        key = (p.data_ptr(), id(grad), grad.data_ptr(), id(buf_t))
+        cached = self._numpy_views.get(id(p))
+        if cached is None or cached[0] != key:
+            cached = (key, (grad.numpy(), p.detach().numpy(),
+                            None if buf_t is None else buf_t.numpy()))
+            self._numpy_views[id(p)] = cached
+        return cached[1]
 
     def _numpy_applies(self) -> bool:
         return all(not (g["nesterov"] or g["dampening"] or g["maximize"])
