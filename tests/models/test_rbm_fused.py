@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -104,16 +105,33 @@ def test_float32_numpy_step_tracks_the_torch_step():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_the_elementwise_kernels_are_the_torch_steps_own(dtype):
-    """σ and the rows' softplus sums, written into NumPy memory, are bit-identical to the
-    torch step's ``torch.sigmoid`` and ``F.softplus(...).sum(1)``, tails included."""
+def test_small_arrays_take_the_torch_steps_own_elementwise_kernels(dtype):
+    """Below torch's serial size, σ and the rows' softplus sums written into NumPy memory are
+    bit-identical to the torch step's ``torch.sigmoid`` and ``F.softplus(...).sum(1)``."""
     a = torch.linspace(-120, 120, 2001, dtype=dtype).reshape(-1, 3)[:, :2].contiguous()
+    assert a.numel() < rbm_fused.TORCH_SERIAL_BELOW
     out = torch.empty_like(a)
     rbm_fused._sigmoid_into(a, out)
     assert torch.equal(out, torch.sigmoid(a))
     rows = rbm_fused._softplus_rows(a)
     assert rows.dtype == a.numpy().dtype
     assert torch.equal(torch.from_numpy(rows), torch.nn.functional.softplus(a).sum(1))
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 2.4e-7), (torch.float64, 4.5e-16)])
+def test_large_arrays_take_numpy_forms_exact_to_rounding_in_the_tails(dtype, tol):
+    """From torch's serial size on, NumPy's overflow-free forms (2 ulp of 1), against float64
+    references from the same rounded inputs; one column per row so each softplus is seen."""
+    n = rbm_fused.TORCH_SERIAL_BELOW + 7
+    a = torch.linspace(-120, 120, n, dtype=dtype).reshape(-1, 1)
+    a64 = a.double().numpy()
+    out = torch.empty_like(a)
+    rbm_fused._sigmoid_into(a, out)
+    assert np.abs(out.double().numpy() - 0.5 * (1 + np.tanh(a64 / 2))).max() <= tol
+    ref = np.logaddexp(0.0, a64[:, 0])
+    rows = rbm_fused._softplus_rows(a)
+    assert rows.dtype == a.numpy().dtype
+    assert (np.abs(rows - ref) <= tol * np.maximum(1, ref)).all()
 
 
 @pytest.mark.parametrize("options", VARIANTS)
@@ -324,3 +342,19 @@ def test_a_global_step_hook_sees_the_numpy_step():
     finally:
         handle.remove()
     assert seen == ["post"]
+
+
+def test_numpy_step_with_numpy_elementwise_forms_is_the_torch_update_in_float64():
+    """A shape whose arrays reach torch's serial size, so σ and softplus take NumPy's forms:
+    still the torch update to float64 rounding."""
+    options = dict(learning="cd", centering=True, momentum=0.5, k=1)
+    nv, nh = 400, 400
+    batches = _batches(n_visible=nv, n=2, size=90)
+    assert 90 * min(nv, nh) >= rbm_fused.TORCH_SERIAL_BELOW
+    a, _, m_a = _run(_rbm(n_visible=nv, n_hidden=nh, **options), "torch", batches)
+    b, _, m_b = _run(_rbm(n_visible=nv, n_hidden=nh, **options), "numpy", batches)
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        torch.testing.assert_close(y, x, rtol=1e-10, atol=1e-12, msg=name)
+    for x, y in zip(m_a, m_b, strict=True):
+        for k in x:
+            assert y[k] == pytest.approx(x[k], rel=1e-10, abs=1e-12)

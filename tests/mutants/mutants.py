@@ -350,6 +350,11 @@ MUTANTS = [
          original="buf *= momentum", replacement="buf *= 0.0",
          tests=[FUSED],
          why="the NumPy SGD forgets its momentum buffer every step"),
+    dict(id="rbm_numpy_large_sigmoid_offset", file=SR + "models/rbm_fused.py",
+         original="    o += 0.5", replacement="    o += 0.49",
+         tests=[T + "models/test_rbm_fused.py::"
+                "test_numpy_step_with_numpy_elementwise_forms_is_the_torch_update_in_float64"],
+         why="NumPy's σ for large arrays is shifted: hidden probabilities off by 0.01"),
     dict(id="rbm_numpy_free_energy_count", file=SR + "models/rbm_fused.py",
          original="f_neg = -float(np.add.reduce(f[n_pos:])) / n_neg",
          replacement="f_neg = -float(np.add.reduce(f[n_pos:])) / n_pos",
