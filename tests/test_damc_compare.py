@@ -26,7 +26,8 @@ def test_compare_trains_evaluates_draws_and_reuses(tmp_path, data_dir):
 
     runs, img = tmp_path / "runs", tmp_path / "img"
     args = ["--seeds", "1", "--budget-s", "0.001", "--calibrate", "1", "--metrics", "mse",
-            "--set", "data.n_train=300", "--set", "eval.n_samples=16", "--out", str(runs)]
+            "--set", "data.n_train=300", "--set", "eval.n_samples=16",
+            "--set", "model.eval_post_steps=1", "--out", str(runs)]
     done = compare(*args, "--pictures", str(img), "--picture-mse-images", "16",
                    data_dir=data_dir)
     assert done.returncode == 0, done.stdout + done.stderr

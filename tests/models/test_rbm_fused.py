@@ -358,3 +358,40 @@ def test_numpy_step_with_numpy_elementwise_forms_is_the_torch_update_in_float64(
     for x, y in zip(m_a, m_b, strict=True):
         for k in x:
             assert y[k] == pytest.approx(x[k], rel=1e-10, abs=1e-12)
+
+
+@pytest.mark.parametrize(("n", "chunk"), [(9, rbm_fused.GIBBS_CHUNK), (9, 40), (600, 40)])
+def test_numpy_gibbs_is_block_gibbs_drawing_the_same_numbers(n, chunk, monkeypatch):
+    """Float64, from one generator state: the same final states and the same numbers drawn,
+    whether a chunk holds many sweeps, less than one (40 numbers), or a draw is large enough
+    for ``uniform``'s NumPy generator (600 chains × 64 visible units)."""
+    from shortrun.samplers.gibbs import block_gibbs
+
+    monkeypatch.setattr(rbm_fused, "GIBBS_CHUNK", chunk)
+    m = _rbm(n_visible=64, n_hidden=5, centering=True)
+    p = m.params()
+    v0 = (torch.rand(n, 64, generator=torch.Generator().manual_seed(2)) < 0.5).double()
+    assert (n * 64 >= rbm_fused.UNIFORM_NUMPY_FROM) == (n == 600)
+    g_torch, g_numpy = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    want = block_gibbs(p, v0, 7, generator=g_torch).v
+    got = rbm_fused.numpy_gibbs(p, v0, 7, g_numpy)
+    assert torch.equal(got, want)
+    assert torch.equal(g_numpy.get_state(), g_torch.get_state())
+    assert torch.equal(v0, (torch.rand(n, 64, generator=torch.Generator().manual_seed(2))
+                            < 0.5).double())  # the start is not moved in place
+
+
+def test_sampling_follows_the_step_route(monkeypatch):
+    """A model samples by NumPy once its updates settled on a NumPy route, by torch before
+    and when the step is pinned to torch."""
+    m = _rbm(torch.float32)
+    assert not rbm_fused.samples_with_numpy(m)
+    for pin, numpy_after in (("torch", False), ("numpy", True)):
+        monkeypatch.setenv("SHORTRUN_ROUTE_RBM_STEP", pin)
+        routes.forget()  # pins are read when a route is first settled in a process
+        m = _rbm(torch.float32)
+        m.training_step(_batches(dtype=torch.float32)[0], 0, {"main": _opt(m)})
+        assert rbm_fused.samples_with_numpy(m) == numpy_after
+    torch.manual_seed(3)
+    x = m.sample(4, steps=5)
+    assert x.shape == (4, 12) and set(x.unique().tolist()) <= {0.0, 1.0}

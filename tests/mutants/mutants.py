@@ -355,6 +355,12 @@ MUTANTS = [
          tests=[T + "models/test_rbm_fused.py::"
                 "test_numpy_step_with_numpy_elementwise_forms_is_the_torch_update_in_float64"],
          why="NumPy's σ for large arrays is shifted: hidden probabilities off by 0.01"),
+    dict(id="rbm_numpy_gibbs_visible_inverted", file=SR + "models/rbm_fused.py",
+         original='np.less(u_v, p_vis, out=x, casting="unsafe")',
+         replacement='np.greater(u_v, p_vis, out=x, casting="unsafe")',
+         tests=[T + "models/test_rbm_fused.py::"
+                "test_numpy_gibbs_is_block_gibbs_drawing_the_same_numbers"],
+         why="the NumPy sampler turns a visible unit on with probability 1 − p"),
     dict(id="rbm_numpy_free_energy_count", file=SR + "models/rbm_fused.py",
          original="f_neg = -float(np.add.reduce(f[n_pos:])) / n_neg",
          replacement="f_neg = -float(np.add.reduce(f[n_pos:])) / n_pos",

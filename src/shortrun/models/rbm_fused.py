@@ -43,6 +43,7 @@ from shortrun.energies.rbm import UNIFORM_NUMPY_FROM, uniform
 from shortrun.products import match_blas_threads
 
 if TYPE_CHECKING:
+    from shortrun.energies.rbm import BernoulliRBMParams
     from shortrun.models.rbm import BernoulliRBM
 
 FAMILY = "rbm_step"
@@ -261,6 +262,74 @@ class NumpyStep:
         opt = self.optimizer
         opt.step_numpy() if isinstance(opt, RBMSGD) else opt.step()
         return {"loss": f_pos - f_neg, "energy_pos": f_pos, "energy_neg": f_neg}
+
+
+# a chunk of the sampler's uniforms: at most this many numbers (4 MiB in float32) per draw
+GIBBS_CHUNK = 1 << 20
+
+
+def samples_with_numpy(model: BernoulliRBM) -> bool:
+    """Whether :meth:`RBMBase.sample` runs its Gibbs sweeps as NumPy calls: where the NumPy
+    step applies and this model's measured (or pinned) ``rbm_step`` route is a NumPy one.
+    The sampler follows the step's route rather than a size rule of its own: both are the
+    same products and elementwise calls, so the measurement that chose the step stands for
+    it; a model that has not trained in this process samples by torch."""
+    settled = model._settled_step_routes
+    return (bool(settled) and all(c.name != "torch" for c in settled.values())
+            and applies(model))
+
+
+def numpy_gibbs(params: BernoulliRBMParams, v: torch.Tensor, n_steps: int,
+                generator: torch.Generator | None = None) -> torch.Tensor:
+    """``n_steps`` block-Gibbs sweeps from ``v`` (:func:`shortrun.samplers.gibbs.block_gibbs`
+    at β = 1, Hinton 2002 Eq. 5) as NumPy calls, drawing the same uniforms: per sweep
+    ``n × n_hidden`` then ``n × n_visible`` numbers from ``generator`` (torch's global RNG
+    when None), in chunks of sweeps. Returns the final visible state.
+
+    For ``rbm_digits``' sample grid (64 chains, 64 × 20, 1000 sweeps) the torch sampler
+    spends ~115 µs a sweep in calls; this one about half that on the AVX2 AMD EPYC of
+    session 17."""
+    W = params.W.detach().numpy()
+    b, c = params.b.detach().numpy(), params.c.detach().numpy()
+    n, (nv, nh) = len(v), W.shape
+    t_v = v.detach().clone().contiguous()
+    x = t_v.numpy()
+    t_a, t_p = torch.empty(n, nh, dtype=v.dtype), torch.empty(n, nv, dtype=v.dtype)
+    a, p_vis = t_a.numpy(), t_p.numpy()
+    t_h = torch.empty(n, nh, dtype=v.dtype)
+    h_prob = t_h.numpy()
+    t_a_vis = torch.empty(n, nv, dtype=v.dtype)
+    a_vis = t_a_vis.numpy()
+
+    def hidden() -> None:
+        np.matmul(x, W, out=a)
+        np.add(a, c, out=a)
+        _sigmoid_into(t_a, t_h)
+
+    per_sweep = n * (nh + nv)
+    one_call = max(n * nh, n * nv) < UNIFORM_NUMPY_FROM
+    sweeps_per_chunk = max(1, GIBBS_CHUNK // per_sweep)
+    hidden()
+    done = 0
+    while done < n_steps:
+        k = min(sweeps_per_chunk if one_call else 1, n_steps - done)
+        if one_call:
+            u = torch.rand(k * per_sweep, generator=generator, dtype=v.dtype).numpy()
+            draws = [(u[i * per_sweep:i * per_sweep + n * nh].reshape(n, nh),
+                      u[i * per_sweep + n * nh:(i + 1) * per_sweep].reshape(n, nv))
+                     for i in range(k)]
+        else:
+            draws = [(uniform((n, nh), v, generator).numpy(),
+                      uniform((n, nv), v, generator).numpy())]
+        for u_h, u_v in draws:
+            np.less(u_h, h_prob, out=u_h, casting="unsafe")
+            np.matmul(u_h, W.T, out=a_vis)
+            a_vis += b
+            _sigmoid_into(t_a_vis, t_p)
+            np.less(u_v, p_vis, out=x, casting="unsafe")
+            hidden()
+        done += k
+    return t_v
 
 
 def _unhooked(step):

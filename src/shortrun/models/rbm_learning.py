@@ -269,6 +269,8 @@ class RBMBase(Model):
         steps = steps or self.sample_steps or self.options.sample_steps
         p = self.params()
         v0 = self.start_state(n, generator)
+        if rbm_fused.samples_with_numpy(self):  # the sweeps by the step's measured route
+            return rbm_fused.numpy_gibbs(p, v0, steps, generator).reshape(n, *self.info.shape)
         state = block_gibbs(p, v0, steps, generator=generator)
         return state.v.reshape(n, *self.info.shape)
 
