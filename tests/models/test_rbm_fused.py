@@ -344,9 +344,11 @@ def test_a_global_step_hook_sees_the_numpy_step():
     assert seen == ["post"]
 
 
-def test_numpy_step_with_numpy_elementwise_forms_is_the_torch_update_in_float64():
-    """A shape whose arrays reach torch's serial size, so σ and softplus take NumPy's forms:
-    still the torch update to float64 rounding."""
+@pytest.mark.parametrize("threads", [2, 1])
+def test_numpy_step_with_numpy_elementwise_forms_is_the_torch_update_in_float64(threads):
+    """A shape whose arrays reach torch's serial size, so that at 2 threads σ and softplus take
+    NumPy's forms (at 1, torch's kernels): still the torch update to float64 rounding."""
+    torch.set_num_threads(threads)  # the autouse fixture sets 1 again for the next test
     options = dict(learning="cd", centering=True, momentum=0.5, k=1)
     nv, nh = 400, 400
     batches = _batches(n_visible=nv, n=2, size=90)

@@ -69,16 +69,18 @@ def applies(model: BernoulliRBM) -> bool:
 
 # torch splits an elementwise op over its OpenMP threads from this many elements; those threads
 # then spin for a while and starve NumPy's BLAS threads (a 784 × 500 CD-1 update at 2 threads:
-# 7.6 → 36 ms on the AVX2 AMD EPYC of session 17), so larger arrays take NumPy's forms
+# 7.6 → 36 ms on the AVX2 AMD EPYC of session 17), so where NumPy's BLAS runs more than one
+# thread, larger arrays take NumPy's forms
 TORCH_SERIAL_BELOW = 32768
 
 
-def _sigmoid_into(src: torch.Tensor, out: torch.Tensor) -> None:
-    """``out = σ(src)``: below :data:`TORCH_SERIAL_BELOW` elements by the torch step's own
-    kernel on NumPy memory (on the AVX2 AMD EPYC of session 17, 5 µs for 150 × 20 against
-    14 µs for NumPy's form), else as ``(1 + tanh(a/2)) / 2`` in NumPy (overflow-free, within
-    1e-7 of the exact value in float32)."""
-    if src.numel() < TORCH_SERIAL_BELOW:
+def _sigmoid_into(src: torch.Tensor, out: torch.Tensor, any_size: bool = False) -> None:
+    """``out = σ(src)``: by the torch step's own kernel on NumPy memory below
+    :data:`TORCH_SERIAL_BELOW` elements, or at any size with ``any_size`` (NumPy's BLAS on one
+    thread: nothing to starve); on the AVX2 AMD EPYC of session 17 that took 5 µs for 150 × 20
+    against 14 µs for NumPy's form. Otherwise as ``(1 + tanh(a/2)) / 2`` in NumPy
+    (overflow-free, within 1e-7 of the exact value in float32)."""
+    if any_size or src.numel() < TORCH_SERIAL_BELOW:
         torch.sigmoid(src, out=out)
         return
     o = out.numpy()
@@ -88,12 +90,13 @@ def _sigmoid_into(src: torch.Tensor, out: torch.Tensor) -> None:
     o += 0.5
 
 
-def _softplus_rows(a: torch.Tensor) -> np.ndarray:
-    """``Σⱼ softplus(aⱼ)`` per row: below :data:`TORCH_SERIAL_BELOW` elements by the torch
-    step's own ``F.softplus`` (14 µs for 150 × 20 there, against 22 µs in NumPy), else as
+def _softplus_rows(a: torch.Tensor, any_size: bool = False) -> np.ndarray:
+    """``Σⱼ softplus(aⱼ)`` per row: by the torch step's own ``F.softplus`` below
+    :data:`TORCH_SERIAL_BELOW` elements or with ``any_size`` (as for :func:`_sigmoid_into`;
+    14 µs for 150 × 20 there, against 22 µs in NumPy), else as
     ``max(a, 0) + log(1 + exp(−|a|))`` in NumPy (overflow-free; ``log`` rather than ``log1p``
     because NumPy vectorises it, and the argument in [1, 2] keeps the error at rounding)."""
-    if a.numel() < TORCH_SERIAL_BELOW:
+    if any_size or a.numel() < TORCH_SERIAL_BELOW:
         return torch.nn.functional.softplus(a).sum(1).numpy()
     x = a.numpy()
     out = np.abs(x)
@@ -196,6 +199,7 @@ class NumpyStep:
     def __call__(self, batch: torch.Tensor) -> dict[str, float]:
         model = self.model
         match_blas_threads(self.blas_threads)
+        serial_blas = (self.blas_threads or torch.get_num_threads()) == 1
         n_pos = len(batch)
         ws = _workspace(model, n_pos)
         W, b, c, mu, lam = ws.W, ws.b, ws.c, ws.mu, ws.lam
@@ -215,27 +219,27 @@ class NumpyStep:
             x_neg[...] = ws.chains
             np.matmul(x, W, out=a)
             a += c_eff
-            _sigmoid_into(ws.t_a, ws.t_h)
+            _sigmoid_into(ws.t_a, ws.t_h, serial_blas)
         else:  # CD: the chains start at the data
             np.matmul(v, W, out=a_pos)
             a_pos += c_eff
-            _sigmoid_into(ws.t_a_pos, ws.t_h_pos)
+            _sigmoid_into(ws.t_a_pos, ws.t_h_pos, serial_blas)
             x_neg[...], a_neg[...], h_neg[...] = v, a_pos, h_pos
         for u_h, u_v in ws.uniforms(ws.params[0]):  # block Gibbs, as gibbs_step draws
             np.less(u_h, h_neg, out=u_h, casting="unsafe")
             np.matmul(u_h, W.T, out=ws.a_vis)
             a_vis = ws.a_vis
             a_vis += b_eff
-            _sigmoid_into(ws.t_a_vis, ws.t_p_vis)
+            _sigmoid_into(ws.t_a_vis, ws.t_p_vis, serial_blas)
             np.less(u_v, ws.p_vis, out=x_neg, casting="unsafe")
             np.matmul(x_neg, W, out=a_neg)
             a_neg += c_eff
-            _sigmoid_into(ws.t_a_neg, ws.t_h_neg)
+            _sigmoid_into(ws.t_a_neg, ws.t_h_neg, serial_blas)
         if ws.pcd:
             ws.chains[...] = x_neg
         # free energies F = −xᵀb − Σ softplus(a), data rows then chain rows
         f = x @ b_eff
-        f += _softplus_rows(ws.t_a)
+        f += _softplus_rows(ws.t_a, serial_blas)
         f_pos = -float(np.add.reduce(f[:n_pos])) / n_pos
         f_neg = -float(np.add.reduce(f[n_pos:])) / n_neg
 
