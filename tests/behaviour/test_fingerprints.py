@@ -60,3 +60,25 @@ def test_the_record_covers_every_builtin_recipe() -> None:
     from shortrun.train.config import list_recipes
 
     assert sorted(RECORDED["recipes"]) == sorted(n for n, _ in list_recipes())
+
+
+WANT = [([4, 3], 1.5, 6.0), ([3], -0.2, 0.01), ([1000, 10], 3.0, 5000.0)]
+
+
+def test_summaries_agree_names_what_moved_on_the_recording_machine() -> None:
+    assert summaries_agree(WANT, WANT, REL) is None
+    assert "added or removed" in summaries_agree(WANT[:2], WANT, REL)
+    assert "shape" in summaries_agree([([3, 4], 1.5, 6.0), *WANT[1:]], WANT, REL)
+    moved = [([4, 3], 1.5 + 6.0 * 2 * REL, 6.0), *WANT[1:]]
+    assert "Σx" in summaries_agree(moved, WANT, REL)
+
+
+def test_another_cpu_may_move_a_small_tensor_but_not_the_model() -> None:
+    """A bias of Σ|x| 0.01 moving by 20 % is rounding-driven Adam drift; 30 % of it, or the
+    model's total Σ|x| moving by more than 1e-3, is a change of behaviour."""
+    drift = [WANT[0], ([3], 0.2, 0.012), WANT[2]]
+    assert summaries_agree_elsewhere(drift, WANT) is None
+    assert "Σ|x|" in summaries_agree_elsewhere([WANT[0], ([3], 0.2, 0.013), WANT[2]], WANT)
+    total = [WANT[0], WANT[1], ([1000, 10], 3.0, 5000.0 * 1.002)]
+    assert "total" in summaries_agree_elsewhere(total, WANT)
+    assert "shape" in summaries_agree_elsewhere([([3, 4], 1.5, 6.0), *WANT[1:]], WANT)
