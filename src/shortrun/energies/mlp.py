@@ -91,7 +91,8 @@ class MLPEnergy(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x.flatten(1)).squeeze(1)
 
-    #: rows per block of the fast pass; a 2,048 × 128 float32 activation (1 MiB) stays in L2
+    #: rows per block of the fast pass on CPU; a 2,048 × 128 float32 activation (1 MiB) stays
+    #: in L2 (a GPU takes all rows at once)
     block_rows: int = 2048
 
     @torch.no_grad()
@@ -121,7 +122,9 @@ class MLPEnergy(nn.Module):
                      for lin in linears[:-1]]
         last = linears[-1]
         w_out, b_out = last.weight[0], last.bias
-        if n <= self.block_rows:
+        # blocks keep a CPU's activations in cache; on a GPU they only multiply the kernel
+        # launches (H200, 10k rows: 1030 µs blocked, 170 µs whole, 653 µs plain autograd)
+        if n <= self.block_rows or flat.device.type != "cpu":
             return self._energy_and_grad_rows(flat, linears, weights_t, w_out, b_out, onednn)
         energy = flat.new_empty(n)
         grad = torch.empty_like(flat)
