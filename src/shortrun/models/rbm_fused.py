@@ -108,6 +108,59 @@ def _softplus_rows(a: torch.Tensor, any_size: bool = False) -> np.ndarray:
     return np.add.reduce(out, axis=1)
 
 
+def _draw_sweeps(k: int, n: int, n_hidden: int, n_visible: int, like: torch.Tensor,
+                 generator: torch.Generator | None = None, out: torch.Tensor | None = None
+                 ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (hidden, visible) uniforms of ``k`` sweeps of ``n`` chains, the numbers
+    :func:`uniform` draws for :func:`shortrun.samplers.gibbs.gibbs_step`. torch's CPU generator
+    fills a tensor element by element, so one ``torch.rand`` of the k sweeps' total (into
+    ``out`` when given) is the same numbers as the 2k draws, in their order (hidden then
+    visible, sweep by sweep); draws large enough for ``uniform``'s NumPy generator are drawn
+    one by one, as the torch step draws them."""
+    if max(n * n_hidden, n * n_visible) >= UNIFORM_NUMPY_FROM:
+        return [(uniform((n, n_hidden), like, generator).numpy(),
+                 uniform((n, n_visible), like, generator).numpy()) for _ in range(k)]
+    per_h, per_sweep = n * n_hidden, n * (n_hidden + n_visible)
+    u = torch.rand(k * per_sweep, generator=generator, dtype=like.dtype, out=out).numpy()
+    return [(u[i * per_sweep:i * per_sweep + per_h].reshape(n, n_hidden),
+             u[i * per_sweep + per_h:(i + 1) * per_sweep].reshape(n, n_visible))
+            for i in range(k)]
+
+
+def _hidden_into(x: np.ndarray, W: np.ndarray, c: np.ndarray, a: np.ndarray,
+                 t_a: torch.Tensor, t_h: torch.Tensor, any_size: bool = False) -> None:
+    """``a = xW + c`` and ``h = σ(a)`` into ``a`` (``t_a``'s NumPy view) and ``t_h``."""
+    np.matmul(x, W, out=a)
+    a += c
+    _sigmoid_into(t_a, t_h, any_size)
+
+
+class _SweepArrays:
+    """The arrays one block-Gibbs sweep of a set of chains reads and writes: the visible states
+    ``x``, hidden inputs and probabilities, visible inputs and probabilities, each NumPy array
+    with the torch tensor on the same memory that torch's σ writes through."""
+
+    def __init__(self, x: np.ndarray, t_a: torch.Tensor, t_h: torch.Tensor) -> None:
+        n, nv = x.shape
+        self.x, self.t_a, self.t_h = x, t_a, t_h
+        self.a, self.h = t_a.numpy(), t_h.numpy()
+        self.t_a_vis = torch.empty(n, nv, dtype=t_a.dtype)
+        self.t_p_vis = torch.empty(n, nv, dtype=t_a.dtype)
+        self.a_vis, self.p_vis = self.t_a_vis.numpy(), self.t_p_vis.numpy()
+
+
+def _sweep(u_h: np.ndarray, u_v: np.ndarray, W: np.ndarray, b: np.ndarray, c: np.ndarray,
+           s: _SweepArrays, any_size: bool = False) -> None:
+    """One sweep ``v → h → v′`` (Hinton 2002, Eq. 5) in place, with the drawn uniforms:
+    ``h = [u_h < p(h | v)]``, ``v′ = [u_v < p(v | h)]``, then ``p(h | v′)``."""
+    np.less(u_h, s.h, out=u_h, casting="unsafe")
+    np.matmul(u_h, W.T, out=s.a_vis)
+    s.a_vis += b
+    _sigmoid_into(s.t_a_vis, s.t_p_vis, any_size)
+    np.less(u_v, s.p_vis, out=s.x, casting="unsafe")
+    _hidden_into(s.x, W, c, s.a, s.t_a, s.t_h, any_size)
+
+
 class _Workspace:
     """What one update reads and writes, made once per model, batch size and tensor set:
     NumPy views of the parameters, offsets, chains and gradients (``.numpy()`` costs ~2.4 µs
@@ -135,41 +188,22 @@ class _Workspace:
 
         self.t_a, self.a = pair(n, nh)  # hidden inputs
         self.t_h, self.h = pair(n, nh)  # hidden probabilities
+        self.x = np.empty((n, nv), dtype=self.W.dtype)  # visible states
         self.t_a_pos, self.t_h_pos = self.t_a[:n_pos], self.t_h[:n_pos]
-        self.t_a_neg, self.t_h_neg = self.t_a[n_pos:], self.t_h[n_pos:]
+        self.neg = _SweepArrays(self.x[n_pos:], self.t_a[n_pos:], self.t_h[n_pos:])
         # row weights of the gradient ∂/∂θ [mean F(v_data) − mean F(v_k)] (a data row's
         # statistic counts −1/n_pos, a chain row's +1/n_neg) and of the data mean
         self.row_weights = np.concatenate([np.full(n_pos, -1.0 / n_pos),
                                            np.full(self.n_neg, 1.0 / self.n_neg)]
                                           ).astype(self.W.dtype)
         self.data_mean_weights = np.full(n_pos, 1.0 / n_pos, dtype=self.W.dtype)
-        self.x = np.empty((n, nv), dtype=self.W.dtype)  # visible states
-        self.t_a_vis, self.a_vis = pair(self.n_neg, nv)
-        self.t_p_vis, self.p_vis = pair(self.n_neg, nv)
         self.grads = tuple(pair(*p.shape) for p in (model.W, model.b, model.c))
-        self.shapes = ((self.n_neg, nh), (self.n_neg, nv))
-        # torch's CPU generator fills a tensor element by element, so one torch.rand of the k
-        # sweeps' total is the same numbers as the torch step's 2k draws, in its order (hidden
-        # then visible, sweep by sweep); draws large enough for uniform()'s NumPy generator
-        # are drawn as that step draws them
-        one_call = max(self.n_neg * nh, self.n_neg * nv) < UNIFORM_NUMPY_FROM
-        self.t_u = torch.empty(k * self.n_neg * (nh + nv), dtype=dtype) if one_call else None
-        self.k = k
+        self.k, self.nh, self.nv = k, nh, nv
+        self.t_u = torch.empty(k * self.n_neg * (nh + nv), dtype=dtype)  # the step's uniforms
 
-    def uniforms(self, like: torch.Tensor) -> list[tuple[np.ndarray, np.ndarray]]:
-        """The k sweeps' (hidden, visible) uniforms, the numbers :func:`uniform` draws."""
-        if self.t_u is None:
-            return [(uniform(self.shapes[0], like).numpy(), uniform(self.shapes[1], like).numpy())
-                    for _ in range(self.k)]
-        torch.rand(self.t_u.shape, dtype=self.t_u.dtype, out=self.t_u)
-        u = self.t_u.numpy()
-        (n, nh), (_, nv) = self.shapes
-        sweeps, at = [], 0
-        for _ in range(self.k):
-            sweeps.append((u[at:at + n * nh].reshape(n, nh),
-                           u[at + n * nh:at + n * (nh + nv)].reshape(n, nv)))
-            at += n * (nh + nv)
-        return sweeps
+    def uniforms(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The k sweeps' (hidden, visible) uniforms, drawn from torch's global RNG."""
+        return _draw_sweeps(self.k, self.n_neg, self.nh, self.nv, self.t_u, out=self.t_u)
 
 
 def _workspace(model: BernoulliRBM, n_pos: int) -> _Workspace:
@@ -217,24 +251,12 @@ class NumpyStep:
         # the positive phase and (PCD) the chains' hidden state in one product
         if ws.pcd:
             x_neg[...] = ws.chains
-            np.matmul(x, W, out=a)
-            a += c_eff
-            _sigmoid_into(ws.t_a, ws.t_h, serial_blas)
+            _hidden_into(x, W, c_eff, a, ws.t_a, ws.t_h, serial_blas)
         else:  # CD: the chains start at the data
-            np.matmul(v, W, out=a_pos)
-            a_pos += c_eff
-            _sigmoid_into(ws.t_a_pos, ws.t_h_pos, serial_blas)
+            _hidden_into(v, W, c_eff, a_pos, ws.t_a_pos, ws.t_h_pos, serial_blas)
             x_neg[...], a_neg[...], h_neg[...] = v, a_pos, h_pos
-        for u_h, u_v in ws.uniforms(ws.params[0]):  # block Gibbs, as gibbs_step draws
-            np.less(u_h, h_neg, out=u_h, casting="unsafe")
-            np.matmul(u_h, W.T, out=ws.a_vis)
-            a_vis = ws.a_vis
-            a_vis += b_eff
-            _sigmoid_into(ws.t_a_vis, ws.t_p_vis, serial_blas)
-            np.less(u_v, ws.p_vis, out=x_neg, casting="unsafe")
-            np.matmul(x_neg, W, out=a_neg)
-            a_neg += c_eff
-            _sigmoid_into(ws.t_a_neg, ws.t_h_neg, serial_blas)
+        for u_h, u_v in ws.uniforms():  # block Gibbs, as gibbs_step draws
+            _sweep(u_h, u_v, W, b_eff, c_eff, ws.neg, serial_blas)
         if ws.pcd:
             ws.chains[...] = x_neg
         # free energies F = −xᵀb − Σ softplus(a), data rows then chain rows
@@ -297,42 +319,13 @@ def numpy_gibbs(params: BernoulliRBMParams, v: torch.Tensor, n_steps: int,
     b, c = params.b.detach().numpy(), params.c.detach().numpy()
     n, (nv, nh) = len(v), W.shape
     t_v = v.detach().clone().contiguous()
-    x = t_v.numpy()
-    t_a, t_p = torch.empty(n, nh, dtype=v.dtype), torch.empty(n, nv, dtype=v.dtype)
-    a, p_vis = t_a.numpy(), t_p.numpy()
-    t_h = torch.empty(n, nh, dtype=v.dtype)
-    h_prob = t_h.numpy()
-    t_a_vis = torch.empty(n, nv, dtype=v.dtype)
-    a_vis = t_a_vis.numpy()
-
-    def hidden() -> None:
-        np.matmul(x, W, out=a)
-        np.add(a, c, out=a)
-        _sigmoid_into(t_a, t_h)
-
-    per_sweep = n * (nh + nv)
-    one_call = max(n * nh, n * nv) < UNIFORM_NUMPY_FROM
-    sweeps_per_chunk = max(1, GIBBS_CHUNK // per_sweep)
-    hidden()
-    done = 0
-    while done < n_steps:
-        k = min(sweeps_per_chunk if one_call else 1, n_steps - done)
-        if one_call:
-            u = torch.rand(k * per_sweep, generator=generator, dtype=v.dtype).numpy()
-            draws = [(u[i * per_sweep:i * per_sweep + n * nh].reshape(n, nh),
-                      u[i * per_sweep + n * nh:(i + 1) * per_sweep].reshape(n, nv))
-                     for i in range(k)]
-        else:
-            draws = [(uniform((n, nh), v, generator).numpy(),
-                      uniform((n, nv), v, generator).numpy())]
-        for u_h, u_v in draws:
-            np.less(u_h, h_prob, out=u_h, casting="unsafe")
-            np.matmul(u_h, W.T, out=a_vis)
-            a_vis += b
-            _sigmoid_into(t_a_vis, t_p)
-            np.less(u_v, p_vis, out=x, casting="unsafe")
-            hidden()
-        done += k
+    chains = _SweepArrays(t_v.numpy(), torch.empty(n, nh, dtype=v.dtype),
+                          torch.empty(n, nh, dtype=v.dtype))
+    _hidden_into(chains.x, W, c, chains.a, chains.t_a, chains.t_h)
+    per_chunk = max(1, GIBBS_CHUNK // (n * (nh + nv)))
+    for done in range(0, n_steps, per_chunk):
+        for u_h, u_v in _draw_sweeps(min(per_chunk, n_steps - done), n, nh, nv, v, generator):
+            _sweep(u_h, u_v, W, b, c, chains)
     return t_v
 
 
@@ -375,12 +368,12 @@ class RBMSGD(torch.optim.SGD):
 
     def _observed(self) -> bool:
         """Whether a step hook or the autograd profiler would see a call of :meth:`step`."""
-        global_hooks = (getattr(_torch_optimizer, "_global_optimizer_pre_hooks", None),
-                        getattr(_torch_optimizer, "_global_optimizer_post_hooks", None))
-        if global_hooks[0] is None or global_hooks[1] is None or global_hooks[0] \
-                or global_hooks[1]:
-            return True  # (a torch without these names: assume it is watched)
-        return bool(self._optimizer_step_pre_hooks or self._optimizer_step_post_hooks
+        pre = getattr(_torch_optimizer, "_global_optimizer_pre_hooks", None)
+        post = getattr(_torch_optimizer, "_global_optimizer_post_hooks", None)
+        if pre is None or post is None:
+            return True  # a torch without these names: assume it is watched
+        return bool(pre or post or self._optimizer_step_pre_hooks
+                    or self._optimizer_step_post_hooks
                     or getattr(_profiler, "_is_profiler_enabled", True))
 
     @torch.no_grad()
