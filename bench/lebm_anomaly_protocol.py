@@ -19,9 +19,12 @@ over 3 seeds):
 
 Finished stages are reused: a rerun only computes what is missing. The split is
 ``data.anomaly_split`` of the recipe (``pooled``) unless ``--set data.anomaly_split=zenati``.
+``--recipe damc_mnist_anomaly`` runs the same protocol on the diffusion-amortized prior (Yu et
+al. 2023, issue 19; out ``runs/damc_anomaly_protocol``): its scoring draws the posterior from
+the amortizer, so each stage's scoring costs several times the 2020 prior's.
 
     SHORTRUN_DATA=/work/shared/data nice -n 5 .venv/bin/python bench/lebm_anomaly_protocol.py \
-        --digits 1,4,5,7,9 --seeds 1,2,3 --out runs/lebm_anomaly_protocol \
+        --digits 1,4,5,7,9 --seeds 1,2,3 [--recipe damc_mnist_anomaly] \
         [--set train.steps=3000] [--stages 4] [--table OUT/table.md]
 """
 
@@ -44,7 +47,7 @@ from shortrun.metrics.anomaly import auprc, auprc_trapezoid, reference_auprcs
 from shortrun.run import load_run
 from shortrun.train.checkpoint import load_checkpoint
 
-RECIPE = "lebm_mnist_anomaly"
+RECIPES = ("lebm_mnist_anomaly", "damc_mnist_anomaly")  # the 2020 prior; Yu et al. 2023
 PAPER = {1: 0.336, 4: 0.630, 5: 0.619, 7: 0.463, 9: 0.413}  # Pang et al. 2020, Table 4
 SUCCESSOR = {1: 0.684, 4: 0.911, 5: 0.939, 7: 0.801}  # Yu et al. 2023 (DAMC)
 TERMS = ("sse", "prior", "tilt")
@@ -54,7 +57,7 @@ def shortrun(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "shortrun", *args], check=True)
 
 
-def train_to(run: Path, step: int, sets: list[str]) -> None:
+def train_to(recipe: str, run: Path, step: int, sets: list[str]) -> None:
     """Train (or resume) ``run`` until ``step``; a run already there is left alone."""
     last = run / "checkpoints" / "last.pt"
     if last.is_file():
@@ -62,7 +65,7 @@ def train_to(run: Path, step: int, sets: list[str]) -> None:
             return
         shortrun("train", "--resume", str(run), f"--set=train.steps={step}")
     else:
-        shortrun("train", RECIPE, *(f"--set={o}" for o in sets), f"--set=train.steps={step}",
+        shortrun("train", recipe, *(f"--set={o}" for o in sets), f"--set=train.steps={step}",
                  "--out", str(run))
 
 
@@ -93,7 +96,7 @@ def score_split(run: Path, split: str, step: int, seed: int) -> Path:
     return path
 
 
-def one_seed(out: Path, digit: int, val_digit: int, seed: int, steps: list[int],
+def one_seed(recipe: str, out: Path, digit: int, val_digit: int, seed: int, steps: list[int],
              sets: list[str], val_fraction: float, final: str) -> dict:
     base = [*sets, f"data.anomaly_digit={digit}", f"train.seed={seed}", "train.progress=false"]
     sel = out / f"d{digit}" / f"s{seed}" / "select"
@@ -105,18 +108,19 @@ def one_seed(out: Path, digit: int, val_digit: int, seed: int, steps: list[int],
     splits = ("val", "test") if final == "same" else ("val",)
     for step in steps:
         if not all((sel / f"{split}_step{step}.npz").is_file() for split in splits):
-            train_to(sel, step, sel_sets)
+            train_to(recipe, sel, step, sel_sets)
             for split in splits:
                 score_split(sel, split, step, seed)
         val[step] = read_terms(sel / f"val_step{step}.npz")
     trained_sigma = float(load_run(sel).cfg.model.llhd_sigma)
     choices = select(val, trained_sigma, SIGMAS, VARIANTS)   # validation only
     test_run = sel if final == "same" else out / f"d{digit}" / f"s{seed}" / "final"
-    result: dict = {"digit": digit, "val_digit": val_digit, "seed": seed, "variants": {}}
+    result: dict = {"recipe": recipe, "digit": digit, "val_digit": val_digit, "seed": seed,
+                    "variants": {}}
     for step in sorted({c.step for c in choices.values()}):
         path = test_run / f"test_step{step}.npz"
         if not path.is_file():
-            train_to(test_run, step, base)
+            train_to(recipe, test_run, step, base)
             score_split(test_run, "test", step, seed)
         terms, labels = read_terms(path)
         result.update(reference_auprcs(labels))
@@ -160,7 +164,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--digits", default="1,4,5,7,9")
     ap.add_argument("--seeds", default="1,2,3")
-    ap.add_argument("--out", type=Path, default=Path("runs/lebm_anomaly_protocol"))
+    ap.add_argument("--recipe", choices=RECIPES, default=RECIPES[0],
+                    help="the 2020 prior (default) or the diffusion-amortized prior (issue 19)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default runs/lebm_anomaly_protocol, runs/damc_anomaly_protocol")
     ap.add_argument("--set", dest="overrides", action="append", default=[],
                     help="recipe override for every run, e.g. train.steps=3000")
     ap.add_argument("--stages", type=int, default=4,
@@ -173,7 +180,8 @@ def main() -> None:
     args = ap.parse_args()
     from shortrun.train.config import resolve
 
-    total = resolve(RECIPE, args.overrides).train.steps
+    out = args.out or Path("runs") / f"{args.recipe.split('_')[0]}_anomaly_protocol"
+    total = resolve(args.recipe, args.overrides).train.steps
     steps = sorted({max(1, round(total * (k + 1) / args.stages)) for k in range(args.stages)})
     results = []
     for d in (int(v) for v in args.digits.split(",")):
@@ -181,10 +189,10 @@ def main() -> None:
         if v == d:
             raise SystemExit("--val-digit-offset must not map a digit to itself")
         for s in (int(v) for v in args.seeds.split(",")):
-            results.append(one_seed(args.out, d, v, s, steps, args.overrides,
+            results.append(one_seed(args.recipe, out, d, v, s, steps, args.overrides,
                                     args.val_fraction, args.final))
     seeds = sorted({r["seed"] for r in results})
-    lines = [f"Recipe `{RECIPE}` {' '.join(args.overrides)}; checkpoints {steps}; seeds "
+    lines = [f"Recipe `{args.recipe}` {' '.join(args.overrides)}; checkpoints {steps}; seeds "
              f"{seeds}; final: {args.final}; {machine_line()}.", "",
              "Trapezoid AUPRC (the papers' formula), mean ± std over seeds; each variant's "
              "checkpoint (and σ′ for joint_sigma) chosen on validation AP:", "",
