@@ -73,7 +73,6 @@ def test_text_lebm_uniform_decoder_has_perplexity_v(monkeypatch):
         model.generator.out.bias.zero_()
     loss, extra = model.generator_loss(BATCH, torch.randn(3, 4))
     assert float(loss.detach()) == pytest.approx(TOKENS / 3 * math.log(V), rel=1e-6)
-    assert 1 < extra["ppl_post"] <= V * (1 + 1e-6)
     assert extra["ppl_post"] == pytest.approx(V, rel=1e-6)
 
 
@@ -108,4 +107,4 @@ def test_lstm_lm_uniform_predictor_has_perplexity_v_and_training_lowers_it():
     assert first == pytest.approx(V, rel=1e-6)
     for step in range(1, 6):
         last = model.training_step(BATCH, step, opt)["ppl"]
-    assert 1 < last < first
+    assert last < 0.9 * first  # Adam at lr 0.05 on one batch: well below uniform in 5 steps
