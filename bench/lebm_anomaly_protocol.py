@@ -117,6 +117,7 @@ def one_seed(recipe: str, out: Path, digit: int, val_digit: int, seed: int, step
     choices = select(val, trained_sigma, SIGMAS, VARIANTS)   # validation only
     test_run = sel if final == "same" else out / f"d{digit}" / f"s{seed}" / "final"
     result: dict = {"recipe": recipe, "digit": digit, "val_digit": val_digit, "seed": seed,
+                    "final": final, "overrides": sets, "machine": machine_line(),
                     "variants": {}}
     for step in sorted({c.step for c in choices.values()}):
         path = test_run / f"test_step{step}.npz"
@@ -148,16 +149,21 @@ def machine_line() -> str:
 
 
 def table(results: list[dict], metric: str) -> list[str]:
-    head = ("| digit (val digit) | prevalence = random | worst | "
+    head = ("| digit (val digit) | seeds | prevalence = random | worst | "
             + " | ".join(VARIANTS) + " | paper | successor |")
-    lines = [head, "|" + "---|" * (len(VARIANTS) + 5)]
+    lines = [head, "|" + "---|" * (len(VARIANTS) + 6)]
     worst_key = "auprc_trapezoid_worst" if metric.endswith("trapezoid") else "auprc_worst"
+
+    def ref(values: dict[int, float], digit: int) -> str:
+        return f"{values[digit]:.3f}" if digit in values else "–"
+
     for digit in sorted({r["digit"] for r in results}):
         rows = [r for r in results if r["digit"] == digit]
         cells = [mean_std([r["variants"][v][metric] for r in rows]) for v in VARIANTS]
-        lines.append(f"| {digit} ({rows[0]['val_digit']}) | {rows[0]['prevalence']:.3f} | "
-                     f"{rows[0][worst_key]:.3f} | " + " | ".join(cells)
-                     + f" | {PAPER.get(digit, '–')} | {SUCCESSOR.get(digit, '–')} |")
+        seeds = ",".join(str(r["seed"]) for r in rows)
+        lines.append(f"| {digit} ({rows[0]['val_digit']}) | {seeds} | "
+                     f"{rows[0]['prevalence']:.3f} | {rows[0][worst_key]:.3f} | "
+                     + " | ".join(cells) + f" | {ref(PAPER, digit)} | {ref(SUCCESSOR, digit)} |")
     return lines
 
 
@@ -178,6 +184,8 @@ def main() -> None:
                     help="validation digit v(d) = (d + offset) %% 10")
     ap.add_argument("--final", choices=("retrain", "same"), default="retrain")
     ap.add_argument("--table", type=Path, default=None, help="also write the tables here")
+    ap.add_argument("--collect", action="store_true",
+                    help="train nothing: tabulate the finished seeds' result.json files")
     args = ap.parse_args()
     from shortrun.train.config import resolve
 
@@ -190,11 +198,25 @@ def main() -> None:
         if v == d:
             raise SystemExit("--val-digit-offset must not map a digit to itself")
         for s in (int(v) for v in args.seeds.split(",")):
+            if args.collect:
+                done = out / f"d{d}" / f"s{s}" / "result.json"
+                if done.is_file():
+                    results.append(json.loads(done.read_text()))
+                continue
             results.append(one_seed(args.recipe, out, d, v, s, steps, args.overrides,
                                     args.val_fraction, args.final))
+    if not results:
+        raise SystemExit(f"no finished seed under {out}: run without --collect first")
     seeds = sorted({r["seed"] for r in results})
-    lines = [f"Recipe `{args.recipe}` {' '.join(args.overrides)}; checkpoints {steps}; seeds "
-             f"{seeds}; final: {args.final}; {machine_line()}.", "",
+    if args.collect:
+        finals = sorted({r.get("final", "not recorded") for r in results})
+        where = sorted({r.get("machine", "not recorded") for r in results})
+        header = (f"Recipe `{args.recipe}`, collected from {out}/d*/s*/result.json; seeds "
+                  f"{seeds}; final: {', '.join(finals)}; machines: {'; '.join(where)}.")
+    else:
+        header = (f"Recipe `{args.recipe}` {' '.join(args.overrides)}; checkpoints {steps}; "
+                  f"seeds {seeds}; final: {args.final}; {machine_line()}.")
+    lines = [header, "",
              "Trapezoid AUPRC (the papers' formula), mean ± std over seeds; each variant's "
              "checkpoint (and σ′ for joint_sigma) chosen on validation AP:", "",
              *table(results, "test_auprc_trapezoid"), "", "Average precision (`auprc`):", "",

@@ -1,0 +1,53 @@
+"""bench/lebm_anomaly_protocol.py ``--collect``: the 3-seed table is built from the finished
+seeds' result.json files, with mean ± sample std (ddof 1) per score variant, and the seeds
+that went into each row named."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "bench" / "lebm_anomaly_protocol.py"
+VARIANTS = ("joint", "joint_sigma", "tilt", "unweighted")
+
+
+def write_result(out: Path, digit: int, seed: int, value: float) -> None:
+    run = out / f"d{digit}" / f"s{seed}"
+    run.mkdir(parents=True)
+    variants = {v: {"test_auprc": value + 0.01 * i, "test_auprc_trapezoid": value + 0.01 * i}
+                for i, v in enumerate(VARIANTS)}
+    result = {"recipe": "lebm_mnist_anomaly", "digit": digit, "val_digit": (digit + 1) % 10,
+              "seed": seed, "final": "same", "machine": "test machine", "prevalence": 0.351,
+              "auprc_worst": 0.2, "auprc_trapezoid_worst": 0.2, "variants": variants}
+    (run / "result.json").write_text(json.dumps(result))
+
+
+def collect(out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), "--collect", "--out", str(out),
+                           "--digits", "4,5", "--seeds", "1,2,3", *extra],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+def test_collect_tabulates_mean_and_sample_std_of_the_finished_seeds(tmp_path):
+    write_result(tmp_path, 4, 1, 0.5)
+    write_result(tmp_path, 4, 3, 0.7)  # seed 2 unfinished: left out, and the row says so
+    write_result(tmp_path, 5, 2, 0.4)
+    proc = collect(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| 4 (5)")]
+    # joint: 0.5 and 0.7 -> mean 0.600, std (ddof 1) 0.1414; tilt is 0.02 higher on each seed
+    assert rows[0].split(" | ")[1:7] == ["1,3", "0.351", "0.200", "0.600 ± 0.141",
+                                         "0.610 ± 0.141", "0.620 ± 0.141"]
+    assert rows[0].endswith("| 0.630 | 0.911 |")  # the paper and its successor beside it
+    five = next(line for line in proc.stdout.splitlines() if line.startswith("| 5 (6)"))
+    assert " | 2 | " in five and "0.400" in five and "±" not in five.split(" | ")[4]
+    assert "final: same" in proc.stdout and "test machine" in proc.stdout
+
+
+def test_collect_without_finished_seeds_says_what_to_run(tmp_path):
+    proc = collect(tmp_path)
+    assert proc.returncode != 0
+    assert "no finished seed" in proc.stderr and "without --collect" in proc.stderr
