@@ -61,3 +61,28 @@ def test_gradient_clipping_sees_the_rank_averaged_gradient(tmp_path):
         assert torch.allclose(model.w.detach(), torch.tensor([6.0, 8.0]))
     finally:
         torch.distributed.destroy_process_group()
+
+
+def test_shutdown_leaves_once_the_sentinel_collective_is_released(tmp_path, monkeypatch):
+    """:func:`shortrun.train.distributed.shutdown` all-reduces a sentinel as the last
+    collective and destroys the group only after the worker thread has released it (the
+    guard against the rank aborting at exit; see its docstring)."""
+    from shortrun.train import distributed
+
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}",
+                                         rank=0, world_size=1)
+    reduced: list[torch.Tensor] = []
+    real_all_reduce = torch.distributed.all_reduce
+
+    def all_reduce(tensor, *args, **kwargs):
+        reduced.append(tensor.clone())
+        return real_all_reduce(tensor, *args, **kwargs)
+
+    monkeypatch.setattr(distributed.dist, "all_reduce", all_reduce)
+    try:
+        distributed.shutdown(DistInfo(rank=0, world=2))
+        assert not torch.distributed.is_initialized()
+        assert len(reduced) == 1 and reduced[0].shape == (1,)
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()

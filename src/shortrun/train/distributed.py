@@ -17,6 +17,8 @@ global batch's statistics), so the parameters stay bit-identical on every rank.
 from __future__ import annotations
 
 import os
+import time
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -55,9 +57,34 @@ def init_from_env(device: str) -> DistInfo:
     return DistInfo(rank=dist.get_rank(), world=dist.get_world_size())
 
 
-def shutdown(info: DistInfo) -> None:
-    if info.enabled and dist.is_initialized():
-        dist.destroy_process_group()
+def shutdown(info: DistInfo, timeout_s: float = 30.0) -> None:
+    """Leave the process group once gloo's worker threads hold no Python tensor.
+
+    Why the wait: once any ``torch.optim`` step has imported ``torch._dynamo``, the gloo
+    process group outlives ``destroy_process_group`` (torch 2.13), so its worker threads are
+    still there when the interpreter finalizes. A worker marks a collective complete *before*
+    it drops its reference to the work, whose tensors are Python objects; if finalization
+    starts in that window, the worker's decref asks for the GIL, is told to exit, and the rank
+    aborts ("terminate called without an active exception") after a run that finished and
+    saved. Seen in 1 of 4-16 two-rank runs on 2 loaded cores; core dump:
+    ``ProcessGroupGloo::runLoop`` → ``~AsyncAllreduceWork`` → ``decref_pyobject`` inside
+    ``Py_FinalizeEx`` (pytorch/pytorch#179291 describes the same crash). A barrier does not
+    help: its work keeps the earlier works alive and frees them on the worker thread too.
+
+    So the last collective is a sentinel all-reduce: every earlier collective has completed
+    on every rank once it returns, and the main thread then sleeps (the GIL free) until the
+    worker has released the sentinel, which it does after the works before it.
+    """
+    if not (info.enabled and dist.is_initialized()):
+        return
+    sentinel = torch.zeros(1)
+    dist.all_reduce(sentinel)
+    released = weakref.ref(sentinel)
+    del sentinel
+    deadline = time.monotonic() + timeout_s
+    while released() is not None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    dist.destroy_process_group()
 
 
 def mean_metrics(metrics: dict[str, float], info: DistInfo) -> dict[str, float]:
