@@ -8,9 +8,30 @@ bit-identical.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from shortrun.errors import ConfigError
+
+# dtypes NumPy holds; bf16 and the like take torch's indexing
+_NUMPY_DTYPES = {torch.float16, torch.float32, torch.float64, torch.uint8, torch.int8,
+                 torch.int16, torch.int32, torch.int64, torch.bool}
+
+
+def gather_rows(data: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``data[idx]`` for a minibatch, bit-identical, by NumPy for a CPU tensor.
+
+    Why not torch's indexing: a 100 × 784 gather is above torch's parallel grain size, so it
+    wakes torch's OpenMP threads, which then spin for a while after the copy. Where the step
+    that follows runs NumPy's multithreaded BLAS (the ``rbm_step`` route ``numpy``), the two
+    thread pools fight over the cores: a CD-1 epoch of MNIST (784 × 500, batch 100, 2 threads)
+    took 6.2-6.3 s with torch's gather against 2.3-2.4 s with this one on the AVX-512 AMD EPYC
+    of session 19 (the torch step: 2.2-2.6 s either way). NumPy's ``take`` runs on the calling
+    thread only.
+    """
+    if data.device.type != "cpu" or data.dtype not in _NUMPY_DTYPES or data.requires_grad:
+        return data[idx]
+    return torch.from_numpy(np.take(data.numpy(), idx.numpy(), axis=0))
 
 
 class EpochBatcher:

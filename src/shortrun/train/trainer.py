@@ -24,7 +24,7 @@ from shortrun.models.base import Model, OptimOptions
 from shortrun.models.registry import build_model
 from shortrun.train import checkpoint as ckpt
 from shortrun.train import distributed as dist
-from shortrun.train.batcher import EpochBatcher
+from shortrun.train.batcher import EpochBatcher, gather_rows
 from shortrun.train.config import Config, save_config
 from shortrun.train.device import check_precision, resolve_device
 from shortrun.train.logger import MetricsLogger, RunningMean
@@ -218,9 +218,9 @@ class Trainer:
             while self.step < self.total_steps:
                 in_step = True
                 idx = self.batcher.indices(self.step)
-                batch = self.data.train[idx].to(self.device, non_blocking=True)
+                batch = gather_rows(self.data.train, idx).to(self.device, non_blocking=True)
                 if self.model.supervised:  # e.g. the feature classifier: (images, labels)
-                    batch = (batch, self.data.train_labels[idx].to(self.device))
+                    batch = (batch, gather_rows(self.data.train_labels, idx).to(self.device))
                 if bf16:
                     with self.autocast():
                         metrics = self.model.training_step(batch, self.step, self.optimizers)
