@@ -141,10 +141,12 @@ def mean_std(values: list[float]) -> str:
 
 
 def machine_line() -> str:
-    from shortrun.hardware import cpu_flags, cpu_model
+    from shortrun.hardware import cpu_flags, cpu_model, cpu_signature
 
     flags = sorted(f for f in cpu_flags() if f in {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
-    return (f"{cpu_model() or platform.processor()} ({', '.join(flags) or 'no AVX2'}), "
+    sig = cpu_signature()
+    return (f"{cpu_model() or platform.processor()} ({', '.join(flags) or 'no AVX2'}"
+            + (f"; {sig}" if sig else "") + "), "
             f"torch {torch.__version__}, {torch.get_num_threads()} threads")
 
 

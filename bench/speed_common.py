@@ -147,7 +147,8 @@ def machine_lines() -> list[str]:
     have = [f for f in hardware.RELEVANT_FLAGS if f in flags]
     lack = [f for f in hardware.RELEVANT_FLAGS if f not in flags]
     build = torch_build()
-    return [f"CPU: {hardware.cpu_model()}",
+    sig = hardware.cpu_signature()
+    return [f"CPU: {hardware.cpu_model()}" + (f" ({sig})" if sig else ""),
             f"CPU flags: {' '.join(have) or 'none of interest'}"
             + (f" (absent: {' '.join(lack)})" if lack else ""),
             f"logical CPUs: {os.cpu_count()}; torch default threads: "

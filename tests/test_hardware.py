@@ -9,7 +9,10 @@ from shortrun import hardware
 from shortrun.errors import ConfigError
 
 CPUINFO = """processor\t: 0
+cpu family\t: 6
+model\t\t: 85
 model name\t: Intel(R) Xeon(R) CPU @ 2.20GHz
+stepping\t: 7
 flags\t\t: fpu sse2 avx2 fma avx512f avx512_vnni{extra}
 
 processor\t: 1
@@ -80,3 +83,17 @@ def test_cuda_asks_torch(monkeypatch, supported):
     assert hardware.has_native_bf16("cuda") is supported
     if not supported:
         assert "torch.cuda.is_bf16_supported() is False" in hardware.bf16_missing("cuda")
+
+
+def test_the_signature_tells_apart_cpus_with_one_model_name(fake_cpu):
+    fake_cpu()
+    assert hardware.cpu_signature() == "cpu family 6, model 85, stepping 7"
+
+
+def test_no_signature_where_cpuinfo_is_unreadable(tmp_path, monkeypatch):
+    monkeypatch.setattr(hardware, "CPUINFO", tmp_path / "absent")
+    hardware._cpuinfo_fields.cache_clear()
+    try:
+        assert hardware.cpu_signature() is None
+    finally:
+        hardware._cpuinfo_fields.cache_clear()

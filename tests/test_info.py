@@ -11,7 +11,7 @@ from shortrun.cli import main
 
 EXPECTED = [
     r"shortrun: \S+ \(Python \S+, NumPy \S+\)",
-    r"cpu: .+ \(\d+ logical CPUs\)",
+    r"cpu: .+ \(\d+ logical CPUs(; cpu family \d+, model \d+, stepping \d+)?\)",
     r"cpu flags: .+",
     r"torch: \S+, 1 thread \(interop \d+\)",
     r"torch BLAS: .+",

@@ -62,6 +62,20 @@ def cpu_machine() -> str:
     return f"{cpu_model()} [{units}]"
 
 
+def cpu_signature() -> str | None:
+    """``cpu family F, model M, stepping S`` from /proc/cpuinfo (None where it has none).
+
+    Printed beside :func:`cpu_machine` wherever a measurement names its machine: two virtual
+    machines that both report ``AMD EPYC`` with the same AVX-512 flags differed twofold in
+    fp32 GEMM peak (bench/README, sessions 16 and 19), and only these numbers told them
+    apart. Not part of the route-cache or fingerprint keys, which must stay stable."""
+    f = _cpuinfo_fields()
+    parts = [f"{name} {f[key]}" for key, name in (("cpu family", "cpu family"),
+                                                   ("model", "model"), ("stepping", "stepping"))
+             if f.get(key)]
+    return ", ".join(parts) or None
+
+
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags (``flags`` in /proc/cpuinfo); empty where they cannot be read."""
     return frozenset(_cpuinfo_fields().get("flags", "").split())

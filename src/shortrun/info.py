@@ -169,7 +169,8 @@ def info_lines() -> list[str]:
     peaks = gemm_peaks()
     lines = [
         f"shortrun: {__version__} (Python {platform.python_version()}, NumPy {np.__version__})",
-        f"cpu: {hardware.cpu_model()} ({os.cpu_count()} logical CPUs)",
+        f"cpu: {hardware.cpu_model()} ({os.cpu_count()} logical CPUs"
+        + (f"; {hardware.cpu_signature()})" if hardware.cpu_signature() else ")"),
         f"cpu flags: {' '.join(have) or 'none of interest'}"
         + (f" (absent: {' '.join(lack)})" if lack else ""),
         f"torch: {torch.__version__}, {threads} "

@@ -13,7 +13,8 @@ import yaml
 
 import shortrun
 from shortrun.cli import main
-from shortrun.train.provenance import cpu_model, git_source, record_provenance
+from shortrun.hardware import cpu_model, cpu_signature
+from shortrun.train.provenance import git_source, record_provenance
 
 
 def train(capsys, *argv: str) -> None:
@@ -41,6 +42,7 @@ def test_start_and_resume_each_add_an_entry(tmp_path, tiny_ebm_overrides, capsys
         assert e["shortrun"] == shortrun.__version__
         assert e["torch"] == torch.__version__
         assert e["cpu"] == cpu_model() and e["cpu"]
+        assert e["cpu_signature"] == cpu_signature()
         assert e["device"] == "cpu"
         assert {"git", "python", "platform", "time_utc", "cwd"} <= e.keys()
     # config.yaml holds the config alone and still rebuilds the run's config

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from shortrun import hardware
 from shortrun.version import __version__
 
 PROVENANCE = "provenance.json"
@@ -55,17 +56,6 @@ def git_source(package_dir: Path = PACKAGE_DIR) -> dict[str, Any] | None:
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
-def cpu_model() -> str:
-    """The CPU's marketing name (``/proc/cpuinfo`` on Linux), else what platform knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def provenance_entry(step: int, device: str = "cpu", resumed: bool = False) -> dict[str, Any]:
     """What this process is: code versions, machine and command line, at ``step``."""
     entry: dict[str, Any] = {
@@ -78,7 +68,8 @@ def provenance_entry(step: int, device: str = "cpu", resumed: bool = False) -> d
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "cpu": cpu_model(),
+        "cpu": hardware.cpu_model(),
+        "cpu_signature": hardware.cpu_signature(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "device": device,
