@@ -26,12 +26,14 @@ from flops import count_flops
 from lebm_speed import SVHN, reference_iteration, reference_nets
 from speed_common import Row, best, fp32_peak, interleave, not_run, spread, threads, timed
 
+from shortrun.hardware import has_native_bf16
 from shortrun.models.base import OptimOptions
 from shortrun.models.registry import build_model
 from shortrun.train.config import resolve
 
 AUTHORS_ENV = "SHORTRUN_AUTHORS_LEBM"
 AUTHORS = "authors' nets"
+BF16 = "shortrun bf16"
 TARGET = "≥ 1.3× reference, ≥ 60 % of fp32 peak"
 
 
@@ -117,6 +119,15 @@ def lebm_rows(thread_counts: list[int], repeats: int, batch: int,
 
     sides = {"reference": lambda: reference_iteration(g, e, opt_g, opt_e, x, k0=k0, k1=k1),
              "shortrun": ours}
+    if has_native_bf16("cpu"):  # what train.precision=bf16 runs: autocast around the step
+        model16 = build_model(cfg, SVHN)
+        opts16 = model16.configure_training(OptimOptions.from_train(cfg.train))
+
+        def ours_bf16() -> None:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                model16.training_step(x, step[0], opts16)
+
+        sides[BF16] = ours_bf16
     authors, why = authors_nets()
     if authors is not None:
         ag, ae = authors
@@ -138,6 +149,9 @@ def lebm_rows(thread_counts: list[int], repeats: int, batch: int,
         label = f"{n} thread{'s' if n > 1 else ''}"
         notes = []
         for name in sides:
+            if name == BF16:  # its products are bf16: an fp32 share would mislead
+                notes.append(f"{name}: s/iter {spread(times[name])}")
+                continue
             rate = flops[name] / best(times[name]) / 1e9
             notes.append(f"{name}: {flops[name] / 1e9:.1f} GFLOP/iter counted on its own graph, "
                          f"{rate:.1f} GFLOP/s = {100 * rate / top:.0f} % of the fp32 peak "
@@ -157,6 +171,14 @@ def lebm_rows(thread_counts: list[int], repeats: int, batch: int,
                             f"authors' _netG/_netE ({why}) in the reference loop",
                             target=TARGET,
                             notes=[f"authors' nets: s/iter {spread(times[AUTHORS])}"]))
+        if BF16 in sides:
+            rows.append(Row(f"LEBM lebm_svhn iteration, train.precision=bf16 (opt-in), {label}",
+                            label, best(times[BF16]), best(times["reference"]),
+                            "official formulation in fp32 (bench/lebm_speed.py)",
+                            target="– (other arithmetic: not the 1.3× row)",
+                            notes=[f"bf16 products under autocast, fp32 parameters and chains; "
+                                   f"s/iter {spread(times[BF16])}; what bf16 does to a trained "
+                                   "model: bench/README"]))
     if authors is None:
         rows.append(not_run("LEBM authors' train_svhn.py", "–", why, TARGET))
     return rows
