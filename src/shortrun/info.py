@@ -167,10 +167,11 @@ def info_lines() -> list[str]:
     build = torch_build()
     missing = hardware.bf16_missing("cpu")
     peaks = gemm_peaks()
+    signature = hardware.cpu_signature()
     lines = [
         f"shortrun: {__version__} (Python {platform.python_version()}, NumPy {np.__version__})",
         f"cpu: {hardware.cpu_model()} ({os.cpu_count()} logical CPUs"
-        + (f"; {hardware.cpu_signature()})" if hardware.cpu_signature() else ")"),
+        + (f"; {signature})" if signature else ")"),
         f"cpu flags: {' '.join(have) or 'none of interest'}"
         + (f" (absent: {' '.join(lack)})" if lack else ""),
         f"torch: {torch.__version__}, {threads} "

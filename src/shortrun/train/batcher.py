@@ -25,9 +25,9 @@ def gather_rows(data: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     wakes torch's OpenMP threads, which then spin for a while after the copy. Where the step
     that follows runs NumPy's multithreaded BLAS (the ``rbm_step`` route ``numpy``), the two
     thread pools fight over the cores: a CD-1 epoch of MNIST (784 × 500, batch 100, 2 threads)
-    took 6.2-6.3 s with torch's gather against 2.3-2.4 s with this one on the AVX-512 AMD EPYC
-    of session 19 (the torch step: 2.2-2.6 s either way). NumPy's ``take`` runs on the calling
-    thread only.
+    took 6.2-6.3 s with torch's gather against 2.3-2.4 s with this one on an AMD EPYC (cpu
+    family 25, model 17; bench/README, session 19; the torch step: 2.2-2.6 s either way).
+    NumPy's ``take`` runs on the calling thread only.
     """
     if data.device.type != "cpu" or data.dtype not in _NUMPY_DTYPES or data.requires_grad:
         return data[idx]
