@@ -17,6 +17,10 @@ For every seed and both recipes it
 It prints one row per seed and a mean ± std row, with the CPU model, its flags summary and the
 torch version.
 
+``--steps N`` compares at the same number of iterations instead (no calibration; a finished
+run is reused only if it has exactly N), which separates what the method does per iteration
+from what it costs; ``--recipes langevin`` (or ``damc``) trains and evaluates one side only.
+
     SHORTRUN_DATA=/work/shared/data python bench/damc_compare.py --seeds 1 2 3 \\
         --budget-s 1800 --out runs/damc_compare [--pictures docs/img]
 """
@@ -77,10 +81,11 @@ def train_and_eval(recipe: str, run: Path, seed: int, steps: int, threads: int,
     return {k: float(got[k]) for k in metrics}
 
 
-def pictures(runs: dict[str, Path], out: Path, budget_s: float, n_recon: int = 10,
+def pictures(runs: dict[str, Path], out: Path, same: str, n_recon: int = 10,
              mse_images: int = 500) -> dict[str, float]:
     """Prior samples and reconstructions of the 2020 prior's run beside DAMC's (same seed,
-    same wall-clock budget); returns the reconstruction MSEs shown in the caption."""
+    and ``same``: the wall-clock budget or the iterations, as words for the title); returns
+    the reconstruction MSEs shown in the caption."""
     import gallery_draw as draw
 
     from shortrun.run import load_run
@@ -90,7 +95,7 @@ def pictures(runs: dict[str, Path], out: Path, budget_s: float, n_recon: int = 1
     steps = {k: run.step for k, run in loaded.items()}
     lang, damc = models["langevin"], models["damc"]
     info = lang.info
-    title = (f"MNIST, the same {budget_s / 60:.0f}-minute CPU budget: 2020 prior "
+    title = (f"MNIST, {same}: 2020 prior "
              f"{steps['langevin']} iterations, DAMC {steps['damc']}")
     with torch.no_grad():
         x_l = lang.sample(64, generator=draw.seeded(0))
@@ -123,6 +128,11 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--budget-s", type=float, default=1800.0,
                     help="wall-clock training budget per run, seconds")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="train every run this many iterations (equal iterations, not equal "
+                         "time; skips the calibration)")
+    ap.add_argument("--recipes", default="langevin,damc",
+                    help="which sides to run: langevin (the 2020 prior), damc, or both")
     ap.add_argument("--calibrate", type=int, default=5, help="iterations timed per recipe")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--set", dest="overrides", action="append", default=[],
@@ -136,35 +146,52 @@ def main() -> None:
     ap.add_argument("--picture-mse-images", type=int, default=500,
                     help="test images behind the reconstruction MSE of the picture's caption")
     args = ap.parse_args()
+    sides = args.recipes.split(",")
+    unknown = sorted(set(sides) - set(RECIPES))
+    if unknown or not sides:
+        ap.error(f"--recipes {args.recipes!r}: unknown {unknown}; choose from {sorted(RECIPES)}")
+    if args.pictures is not None and set(sides) != set(RECIPES):
+        ap.error("--pictures draws both sides: leave --recipes at langevin,damc")
     flags = sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma")))
+    what = (f"{args.steps} iterations per run" if args.steps is not None
+            else f"budget {args.budget_s:.0f} s per run")
     print(f"CPU: {cpu_model()} ({' '.join(flags)}); torch {torch.__version__}; "
-          f"{args.threads} thread(s); budget {args.budget_s:.0f} s per run")
-    cost = {k: seconds_per_iteration(r, args.overrides, args.calibrate, args.threads)
-            for k, r in RECIPES.items()}
-    steps = {k: max(1, int(args.budget_s / c)) for k, c in cost.items()}
-    print(f"s/iteration: langevin {cost['langevin']:.3f}, damc {cost['damc']:.3f} "
-          f"(ratio {cost['damc'] / cost['langevin']:.2f}); steps in the budget: {steps}")
+          f"{args.threads} thread(s); {what}")
+    if args.steps is not None:
+        steps = {k: args.steps for k in sides}
+    else:
+        cost = {k: seconds_per_iteration(RECIPES[k], args.overrides, args.calibrate,
+                                         args.threads) for k in sides}
+        steps = {k: max(1, int(args.budget_s / c)) for k, c in cost.items()}
+        ratio = (f" (ratio {cost['damc'] / cost['langevin']:.2f})"
+                 if len(cost) == 2 else "")
+        print("s/iteration: " + ", ".join(f"{k} {c:.3f}" for k, c in cost.items())
+              + f"{ratio}; steps in the budget: {steps}")
     metrics = args.metrics.split(",")
-    print("| seed | " + " | ".join(f"{k} 2020 prior | {k} DAMC" for k in metrics) + " |")
-    print("|---" * (1 + 2 * len(metrics)) + "|")
-    res: dict[str, list[dict[str, float]]] = {k: [] for k in RECIPES}
+    names = {"langevin": "2020 prior", "damc": "DAMC"}
+    print("| seed | " + " | ".join(f"{m} {names[k]}" for m in metrics for k in sides) + " |")
+    print("|---" * (1 + len(sides) * len(metrics)) + "|")
+    res: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
     first: dict[str, Path] = {}
     for seed in args.seeds:
-        for k, recipe in RECIPES.items():
-            # a finished run of this seed is reused whatever its length (a rerun calibrates
-            # again and may count a few iterations more or less)
-            done = sorted(args.out.glob(f"s{seed}_{k}_*/eval.json"))
+        for k in sides:
+            # a finished run of this seed is reused whatever its length when the steps come
+            # from a budget (a rerun calibrates again and may count a few iterations more or
+            # less); with --steps only a run of exactly that length
+            pattern = f"s{seed}_{k}_{args.steps if args.steps is not None else '*'}/eval.json"
+            done = sorted(args.out.glob(pattern))
             run = done[0].parent if done else args.out / f"s{seed}_{k}_{steps[k]}"
             first.setdefault(k, run)
-            res[k].append(train_and_eval(recipe, run, seed, steps[k], args.threads,
+            res[k].append(train_and_eval(RECIPES[k], run, seed, steps[k], args.threads,
                                          args.overrides, metrics))
-        a, b = res["langevin"][-1], res["damc"][-1]
-        print(f"| {seed} | " + " | ".join(f"{a[k]:.5g} | {b[k]:.5g}" for k in metrics) + " |")
-    print("| mean ± std | " + " | ".join(
-        f"{mean_std([r[k] for r in res['langevin']])} | {mean_std([r[k] for r in res['damc']])}"
-        for k in metrics) + " |")
+        print(f"| {seed} | " + " | ".join(f"{res[k][-1][m]:.5g}" for m in metrics
+                                          for k in sides) + " |")
+    print("| mean ± std | " + " | ".join(mean_std([r[m] for r in res[k]])
+                                         for m in metrics for k in sides) + " |")
     if args.pictures is not None:
-        mse = pictures(first, args.pictures, args.budget_s,
+        same = (f"the same {args.steps} iterations" if args.steps is not None
+                else f"the same {args.budget_s / 60:.0f}-minute CPU budget")
+        mse = pictures(first, args.pictures, same,
                        mse_images=args.picture_mse_images)
         print(f"pictures of seed {args.seeds[0]} in {args.pictures}: reconstruction MSE "
               + ", ".join(f"{k} {v:.4f}" for k, v in mse.items()))

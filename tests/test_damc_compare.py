@@ -41,3 +41,25 @@ def test_compare_trains_evaluates_draws_and_reuses(tmp_path, data_dir):
     again = compare(*args, data_dir=data_dir)
     assert again.returncode == 0, again.stdout + again.stderr
     assert sorted(p.name for p in runs.iterdir()) == ["s1_damc_1", "s1_langevin_1"]
+
+
+def test_equal_iterations_one_side(tmp_path, data_dir):
+    """``--steps`` trains exactly that many iterations without timing anything, and
+    ``--recipes langevin`` leaves DAMC alone; a finished run of another length is not
+    reused, and an unknown side is refused by name."""
+    runs = tmp_path / "runs"
+    (runs / "s1_langevin_1").mkdir(parents=True)
+    (runs / "s1_langevin_1" / "eval.json").write_text('{"mse": 1.0}')
+    args = ["--seeds", "1", "--steps", "2", "--recipes", "langevin", "--metrics", "mse",
+            "--set", "data.n_train=300", "--set", "eval.n_samples=16",
+            "--set", "model.eval_post_steps=1", "--out", str(runs)]
+    done = compare(*args, data_dir=data_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "s/iteration" not in done.stdout and "2 iterations per run" in done.stdout
+    assert "| seed | mse 2020 prior |" in done.stdout
+    assert sorted(p.name for p in runs.iterdir()) == ["s1_langevin_1", "s1_langevin_2"]
+    from shortrun.train.checkpoint import load_checkpoint
+    assert int(load_checkpoint(runs / "s1_langevin_2" / "checkpoints" / "last.pt")["step"]) == 2
+
+    bad = compare("--recipes", "langevin,mala", "--out", str(runs), data_dir=data_dir)
+    assert bad.returncode == 2 and "unknown ['mala']" in bad.stderr
