@@ -17,6 +17,12 @@ For every seed and both recipes it
 It prints one row per seed and a mean ± std row, with the CPU model, its flags summary and the
 torch version.
 
+``--calibrate-only`` stops after step 1 and prints each side's seconds per iteration, the
+ratio and the iterations the budget buys (with ``--steps N``: how many DAMC iterations take as
+long as N of the 2020 prior's); ``--task anomaly`` times the anomaly recipes
+(``lebm_mnist_anomaly`` vs ``damc_mnist_anomaly``), which is how the DAMC anomaly runs got
+their equal-time length (bench/lebm_anomaly_protocol.py trains and scores those).
+
 ``--steps N`` compares at the same number of iterations instead (no calibration; a finished
 run is reused only if it has exactly N), which separates what the method does per iteration
 from what it costs; ``--recipes langevin`` (or ``damc``) trains and evaluates one side only.
@@ -38,12 +44,14 @@ from pathlib import Path
 import torch
 
 from shortrun.data.registry import load_data
-from shortrun.hardware import cpu_flags, cpu_model
+from shortrun.hardware import cpu_flags, cpu_model, cpu_signature
 from shortrun.models.base import OptimOptions
 from shortrun.models.registry import build_model
 from shortrun.train.config import resolve
 
-RECIPES = {"langevin": "lebm_mnist", "damc": "damc_mnist"}
+TASKS = {"generation": {"langevin": "lebm_mnist", "damc": "damc_mnist"},
+         "anomaly": {"langevin": "lebm_mnist_anomaly", "damc": "damc_mnist_anomaly"}}
+RECIPES = TASKS["generation"]
 
 
 def seconds_per_iteration(recipe: str, overrides: list[str], n: int, threads: int) -> float:
@@ -118,6 +126,23 @@ def pictures(runs: dict[str, Path], out: Path, same: str, n_recon: int = 10,
     return mse
 
 
+def calibrate_only(recipes: dict[str, str], args: argparse.Namespace) -> None:
+    """Print the two recipes' seconds per iteration, timed in this process, and the iteration
+    counts of equal wall-clock time."""
+    cost = {k: seconds_per_iteration(r, args.overrides, args.calibrate, args.threads)
+            for k, r in recipes.items()}
+    ratio = cost["damc"] / cost["langevin"]
+    print(f"s/iteration over {args.calibrate} iterations: "
+          + ", ".join(f"{recipes[k]} {c:.3f}" for k, c in cost.items())
+          + f" (DAMC / 2020 prior {ratio:.2f})")
+    if args.steps is not None:
+        print(f"{args.steps} iterations of {recipes['langevin']} take as long as "
+              f"{args.steps / ratio:.0f} of {recipes['damc']}")
+    else:
+        print(f"iterations in {args.budget_s:.0f} s: "
+              + ", ".join(f"{recipes[k]} {int(args.budget_s / c)}" for k, c in cost.items()))
+
+
 def mean_std(xs: list[float]) -> str:
     return f"{statistics.mean(xs):.4g} ± {statistics.stdev(xs):.2g}" if len(xs) > 1 \
         else f"{xs[0]:.4g}"
@@ -134,6 +159,12 @@ def main() -> None:
     ap.add_argument("--recipes", default="langevin,damc",
                     help="which sides to run: langevin (the 2020 prior), damc, or both")
     ap.add_argument("--calibrate", type=int, default=5, help="iterations timed per recipe")
+    ap.add_argument("--calibrate-only", action="store_true",
+                    help="time both recipes, print the equal-time iteration counts, train "
+                         "nothing")
+    ap.add_argument("--task", choices=sorted(TASKS), default="generation",
+                    help="which recipe pair: generation (lebm_mnist / damc_mnist) or anomaly "
+                         "(lebm_mnist_anomaly / damc_mnist_anomaly; --calibrate-only only)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--set", dest="overrides", action="append", default=[],
                     help="extra KEY=VALUE for both recipes (e.g. data.n_train=10000)")
@@ -152,11 +183,23 @@ def main() -> None:
         ap.error(f"--recipes {args.recipes!r}: unknown {unknown}; choose from {sorted(RECIPES)}")
     if args.pictures is not None and set(sides) != set(RECIPES):
         ap.error("--pictures draws both sides: leave --recipes at langevin,damc")
+    if args.calibrate_only and set(sides) != set(RECIPES):
+        ap.error("--calibrate-only compares both sides: leave --recipes at langevin,damc")
+    if args.task != "generation" and not args.calibrate_only:
+        ap.error(f"--task {args.task} only calibrates (add --calibrate-only); train and score "
+                 "the anomaly recipes with bench/lebm_anomaly_protocol.py")
+    recipes = TASKS[args.task]
     flags = sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma")))
-    what = (f"{args.steps} iterations per run" if args.steps is not None
+    what = ("calibration only" if args.calibrate_only
+            else f"{args.steps} iterations per run" if args.steps is not None
             else f"budget {args.budget_s:.0f} s per run")
-    print(f"CPU: {cpu_model()} ({' '.join(flags)}); torch {torch.__version__}; "
+    sig = cpu_signature()
+    print(f"CPU: {cpu_model()} ({' '.join(flags)}{'; ' + sig if sig else ''}); "
+          f"torch {torch.__version__}; "
           f"{args.threads} thread(s); {what}")
+    if args.calibrate_only:
+        calibrate_only(recipes, args)
+        return
     if args.steps is not None:
         steps = {k: args.steps for k in sides}
     else:

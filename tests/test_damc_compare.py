@@ -63,3 +63,20 @@ def test_equal_iterations_one_side(tmp_path, data_dir):
 
     bad = compare("--recipes", "langevin,mala", "--out", str(runs), data_dir=data_dir)
     assert bad.returncode == 2 and "unknown ['mala']" in bad.stderr
+
+
+def test_calibrate_only_anomaly_pair(tmp_path, data_dir):
+    """``--calibrate-only --task anomaly`` times the two anomaly recipes, prints how many DAMC
+    iterations take as long as ``--steps`` of the 2020 prior's, and trains nothing; the
+    anomaly pair without ``--calibrate-only`` is refused with the script that trains it."""
+    runs = tmp_path / "runs"
+    args = ["--task", "anomaly", "--calibrate", "1", "--set", "data.n_train=300",
+            "--out", str(runs)]
+    done = compare(*args, "--calibrate-only", "--steps", "3000", data_dir=data_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "lebm_mnist_anomaly" in done.stdout and "damc_mnist_anomaly" in done.stdout
+    assert "3000 iterations of lebm_mnist_anomaly take as long as" in done.stdout
+    assert not runs.exists()
+
+    refused = compare(*args, data_dir=data_dir)
+    assert refused.returncode == 2 and "lebm_anomaly_protocol.py" in refused.stderr
