@@ -1,5 +1,5 @@
 """``make bench``: the whole speed table of issue 16 in one run, written to
-``bench/results/<cpu-model>-<vector-tier>.md`` with the machine it ran on.
+``bench/results/<cpu-model>-<vector-tier>-f<family>m<model>.md`` with the machine it ran on.
 
     SHORTRUN_DATA=/work/shared/data .venv/bin/python bench/run_all.py [--quick] [--out DIR]
 

@@ -131,11 +131,15 @@ def vector_tier() -> str:
 
 
 def cpu_slug() -> str:
-    """The CPU model and vector tier as a file name: ``AMD EPYC`` with AVX2 only ->
-    ``amd-epyc-avx2``. A virtual machine names AVX2 and AVX-512 EPYCs alike, and their speeds
-    differ, so the tier keeps their results files apart."""
+    """The CPU model, vector tier and /proc/cpuinfo family and model as a file name: ``AMD
+    EPYC`` with AVX-512, cpu family 26, model 2 -> ``amd-epyc-avx512-f26m2``. A virtual machine
+    names every EPYC alike; the tier and the family/model keep apart machines whose speeds
+    differ (the AVX-512 EPYCs of sessions 16, 19 and 31 differ twofold in GEMM peak), so one
+    machine's run never overwrites another's file."""
     slug = re.sub(r"[^a-z0-9]+", "-", hardware.cpu_model().lower()).strip("-")
-    return f"{slug or 'unknown-cpu'}-{vector_tier()}"
+    fm = hardware.cpu_family_model()
+    where = f"-f{fm[0]}m{fm[1]}" if fm else ""
+    return f"{slug or 'unknown-cpu'}-{vector_tier()}{where}"
 
 
 def machine_lines() -> list[str]:

@@ -48,3 +48,23 @@ def test_quick_run_writes_every_row_and_the_machine(tmp_path):
     for prefix in ROW_PREFIXES:
         assert any(line.startswith(f"| {prefix}") for line in table), prefix
     assert "SHORTRUN_AUTHORS_LEBM not set" in text
+
+
+def test_results_file_names_tell_apart_cpus_with_one_model_name(monkeypatch):
+    """Two EPYCs with the same name and flags must not overwrite each other's results file."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import speed_common
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    from shortrun import hardware
+
+    monkeypatch.setattr(hardware, "cpu_model", lambda: "AMD EPYC")
+    monkeypatch.setattr(speed_common, "vector_tier", lambda: "avx512")
+    names = set()
+    for fm in ((25, 17), (26, 2)):
+        monkeypatch.setattr(hardware, "cpu_family_model", lambda fm=fm: fm)
+        names.add(speed_common.cpu_slug())
+    assert names == {"amd-epyc-avx512-f25m17", "amd-epyc-avx512-f26m2"}
+    monkeypatch.setattr(hardware, "cpu_family_model", lambda: None)
+    assert speed_common.cpu_slug() == "amd-epyc-avx512"

@@ -97,3 +97,17 @@ def test_no_signature_where_cpuinfo_is_unreadable(tmp_path, monkeypatch):
         assert hardware.cpu_signature() is None
     finally:
         hardware._cpuinfo_fields.cache_clear()
+
+
+def test_family_and_model_as_numbers_for_a_results_file_name(fake_cpu):
+    fake_cpu()
+    assert hardware.cpu_family_model() == (6, 85)
+
+
+def test_no_family_and_model_where_cpuinfo_is_unreadable(tmp_path, monkeypatch):
+    monkeypatch.setattr(hardware, "CPUINFO", tmp_path / "absent")
+    hardware._cpuinfo_fields.cache_clear()
+    try:
+        assert hardware.cpu_family_model() is None
+    finally:
+        hardware._cpuinfo_fields.cache_clear()

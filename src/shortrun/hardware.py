@@ -76,6 +76,14 @@ def cpu_signature() -> str | None:
     return ", ".join(parts) or None
 
 
+def cpu_family_model() -> tuple[int, int] | None:
+    """``(cpu family, model)`` from /proc/cpuinfo as numbers, or None where it has none (the
+    short form of :func:`cpu_signature`, e.g. for a results file name)."""
+    f = _cpuinfo_fields()
+    family, model = f.get("cpu family", ""), f.get("model", "")
+    return (int(family), int(model)) if family.isdigit() and model.isdigit() else None
+
+
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags (``flags`` in /proc/cpuinfo); empty where they cannot be read."""
     return frozenset(_cpuinfo_fields().get("flags", "").split())

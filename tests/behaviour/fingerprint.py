@@ -17,6 +17,8 @@ Both are independent of state-dict key names, so a tensor may move to another su
 
 Run ``python -m tests.behaviour.fingerprint --record`` to re-record after an *intended* change,
 and say why in the commit (it drops ``exact_elsewhere``: those digests were of the old code).
+``--record RECIPE ...`` re-records only those recipes and keeps every other recipe's digests,
+``exact_elsewhere`` included.
 """
 
 from __future__ import annotations
@@ -165,8 +167,12 @@ def main() -> None:
     out = {"machine": machine_key(), "steps": STEPS, "batch": BATCH, "recipes": {}}
     if RECORD.exists():
         old = json.loads(RECORD.read_text())
-        if args.recipes:
+        if args.recipes:  # the other recipes' digests, here and elsewhere, are of unchanged code
             out["recipes"] = old["recipes"]
+            elsewhere = {m: {r: d for r, d in digests.items() if r not in names}
+                         for m, digests in old.get("exact_elsewhere", {}).items()}
+            if any(elsewhere.values()):
+                out["exact_elsewhere"] = {m: d for m, d in elsewhere.items() if d}
     for name in names:
         out["recipes"][name] = run_recipe(name)
         print(name, out["recipes"][name]["exact"][:16], flush=True)

@@ -16,6 +16,7 @@ RBM_CLOSED = (T + "models/test_rbm_model.py::"
               "test_closed_form_update_equals_autograd_of_free_energy_gap")
 DUAL = T + "models/test_dual_mcmc.py::"
 DAMC = T + "models/test_damc.py::"
+NETS = T + "models/test_damc_nets.py"
 FUSED = T + "models/test_rbm_fused.py::test_numpy_step_is_the_torch_update_in_float64"
 
 MUTANTS = [
@@ -380,6 +381,20 @@ MUTANTS = [
          replacement="cond = self.condition(None, len(z))",
          tests=[DAMC + "test_amortized_short_chain_reaches_the_known_posterior"],
          why="the amortizer ignores x: it cannot start the posterior chain near p(z|x)"),
+    dict(id="damc_conditioned_no_silu", file=SR + "models/damc_nets.py",
+         original="c = F.silu(time_share + cond_share)", replacement="c = time_share + cond_share",
+         tests=[NETS],
+         why="the sampler's context skips the SiLU that the trained forward applies"),
+    dict(id="damc_conditioned_no_bias", file=SR + "models/damc_nets.py",
+         original="t_dim, t_dim + cond.shape[1], True)",
+         replacement="t_dim, t_dim + cond.shape[1], False)",
+         tests=[NETS],
+         why="the sampler's context projection loses its bias"),
+    dict(id="damc_conditioned_levels_collapsed", file=SR + "models/damc_nets.py",
+         original="if level.numel() > 1 and bool((level == level[0]).all()):",
+         replacement="if level.numel() > 1:",
+         tests=[NETS],
+         why="per-row noise levels (the unconditional loss) all take the first row's level"),
     dict(id="diffusion_reverse_mean_coefficient", file=SR + "samplers/diffusion.py",
          original="mean = r * (alpha_s / alpha_t) * z",
          replacement="mean = r * (alpha_t / alpha_s) * z",
