@@ -9,10 +9,12 @@ thread count, product family and shape bucket. The cache only ever holds a *choi
 routes that all passed the same float64 cross-check*, so deleting or corrupting it costs a
 re-measurement, never correctness; a corrupt file is ignored with one warning.
 
-Three things keep a choice honest on a shared, loaded machine (issue 16, deliverables 3-4):
+Four things keep a choice honest on a shared, loaded machine (issue 16, deliverables 3-4):
 each candidate's time is the *median* of its repetitions (what a call typically costs, not the
-luckiest one); a candidate running on more threads wins only when it beats the best one-thread
-candidate by :data:`THREAD_MARGIN` (a second thread's wake-up costs a scheduler slice whenever
+luckiest one); the candidates are timed in :data:`ROUNDS` interleaved rounds and each keeps its
+median round, so a burst of load during one candidate's turn does not decide the choice; a
+candidate running on more threads wins only when it beats the best one-thread candidate by
+:data:`THREAD_MARGIN` (a second thread's wake-up costs a scheduler slice whenever
 the other cores are busy: ``rbm_digits`` took 66 s at 2 threads against 9.3 s at one); and a
 chosen route is watched (:class:`Chosen`): every :data:`SAMPLE_EVERY`-th call is timed, and
 after :data:`SLOW_SAMPLES` samples in a row over :data:`SLOW_FACTOR` × the recorded time the
@@ -45,6 +47,11 @@ from shortrun.hardware import cpu_machine
 T = TypeVar("T")
 REPEATS = 5
 BUDGET_S = 0.05  # per candidate: stop repeating once a candidate has used this much
+# candidates are timed in this many interleaved rounds, each by its median block: on a virtual
+# machine a burst of a neighbour's load can slow one 20-ms block 2-3x, and one block per
+# candidate once put the CD-1 step on a route 1.5x slower for the whole run (session 31,
+# bench/README "About the session-31 column")
+ROUNDS = 3
 # a multi-thread candidate must be this much faster than one thread; at 1.5 the Langevin pass
 # stayed on one thread on an idle 2-core EPYC although two ran it 1.43x faster
 THREAD_MARGIN = 1.25
@@ -207,7 +214,13 @@ def choose(key: str, candidates: dict[str, Callable[[], object]]) -> str:
 
 
 def _measure_all(key: str, candidates: dict[str, Callable[[], object]]) -> str:
-    times = {name: measure(name, fn) for name, fn in candidates.items()}
+    """Time every candidate in :data:`ROUNDS` interleaved rounds (one :func:`measure` block
+    per candidate per round) and keep the fastest by its median block; remember it."""
+    blocks: dict[str, list[float]] = {name: [] for name in candidates}
+    for _ in range(ROUNDS):
+        for name, fn in candidates.items():
+            blocks[name].append(measure(name, fn))
+    times = {name: sorted(ts)[(len(ts) - 1) // 2] for name, ts in blocks.items()}
     best = pick(times)
     entry = {"name": best, "us": {n: round(t * 1e6, 1) for n, t in times.items()}}
     _memory[key] = entry

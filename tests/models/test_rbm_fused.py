@@ -185,7 +185,7 @@ def test_measured_on_twins_without_touching_the_model(winner, unpinned, monkeypa
     rng = torch.get_rng_state()
     batch = _batches(dtype=torch.float32)[0]
     assert rbm_fused.step_route(m, opt, batch).name == winner
-    assert sorted(calls) == ["numpy", "torch"]
+    assert sorted(calls) == sorted(["numpy", "torch"] * routes.ROUNDS)
     assert torch.equal(torch.get_rng_state(), rng)
     assert all(torch.equal(state[k], v) for k, v in m.state_dict().items())
     assert not opt.state  # no momentum buffer appeared on the real optimiser
