@@ -220,3 +220,27 @@ def test_a_burst_of_load_in_one_round_does_not_decide(monkeypatch):
     assert routes._measure_all("k", {"torch": lambda: None, "numpy": lambda: None}) == "torch"
     assert routes.remembered()["k"]["us"] == {"torch": 1e6, "numpy": 2e6}
     routes.forget()
+
+
+def test_candidates_of_each_thread_pool_are_timed_after_the_other_pool_rests(monkeypatch):
+    """At 2 threads, torch's candidates are timed together and NumPy's together, each pool
+    after SETTLE_S of rest (OpenBLAS's spinning workers slowed a torch candidate 3x)."""
+    events: list[str] = []
+    monkeypatch.setattr(routes, "ROUNDS", 2)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(routes.time, "sleep", lambda s: events.append(f"rest {s}"))
+    monkeypatch.setattr(routes, "measure", lambda name, fn: (events.append(name),
+                                                             {"numpy": 1.0}.get(name, 2.0))[1])
+    calls = {n: (lambda: None) for n in ("torch", "numpy", "numpy@1")}
+    assert routes._measure_all("k", calls) == "numpy"
+    rest = f"rest {routes.SETTLE_S}"
+    assert events == [rest, "torch", "torch", rest, "numpy", "numpy@1", "numpy", "numpy@1"]
+    events.clear()
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # no other pool's workers spin
+    routes._measure_all("k1", calls)
+    assert rest not in events
+    events.clear()
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    routes._measure_all("k2", {n: (lambda: None) for n in ("torch", "onednn")})  # one pool
+    assert events == ["torch", "onednn", "torch", "onednn"]
+    routes.forget()

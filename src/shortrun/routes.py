@@ -48,10 +48,11 @@ T = TypeVar("T")
 REPEATS = 5
 BUDGET_S = 0.05  # per candidate: stop repeating once a candidate has used this much
 # candidates are timed in this many interleaved rounds, each by its median block: on a virtual
-# machine a burst of a neighbour's load can slow one 20-ms block 2-3x, and one block per
-# candidate once put the CD-1 step on a route 1.5x slower for the whole run (session 31,
-# bench/README "About the session-31 column")
+# machine a burst of a neighbour's load can slow one 20-ms block 2-3x
 ROUNDS = 3
+# seconds of rest before timing the candidates of another thread pool (OpenBLAS's workers spin
+# for about 0.1-0.3 s after their last product; :func:`_measure_all`)
+SETTLE_S = 0.3
 # a multi-thread candidate must be this much faster than one thread; at 1.5 the Langevin pass
 # stayed on one thread on an idle 2-core EPYC although two ran it 1.43x faster
 THREAD_MARGIN = 1.25
@@ -213,13 +214,32 @@ def choose(key: str, candidates: dict[str, Callable[[], object]]) -> str:
     return _measure_all(key, candidates)
 
 
+def thread_pool(name: str) -> str:
+    """Which thread pool candidate ``name`` runs on: NumPy's BLAS (``numpy``, ``numpy@1``) or
+    torch's (every other route)."""
+    return "blas" if name.startswith("numpy") else "torch"
+
+
 def _measure_all(key: str, candidates: dict[str, Callable[[], object]]) -> str:
     """Time every candidate in :data:`ROUNDS` interleaved rounds (one :func:`measure` block
-    per candidate per round) and keep the fastest by its median block; remember it."""
+    per candidate per round) and keep the fastest by its median block; remember it.
+
+    Candidates on different thread pools are timed pool by pool, each pool's rounds after
+    :data:`SETTLE_S` of idleness when more than one thread runs: OpenBLAS's workers keep
+    spinning for a while after a product, and a torch candidate timed among them ran 3x slow
+    (the CD-1 step: 6.4 against 2.1 ms after 0.3 s of rest; session 31) and lost to a NumPy
+    route 1.5x slower in training."""
+    pools: dict[str, list[str]] = {}
+    for name in candidates:
+        pools.setdefault(thread_pool(name), []).append(name)
+    settle = len(pools) > 1 and torch.get_num_threads() > 1
     blocks: dict[str, list[float]] = {name: [] for name in candidates}
-    for _ in range(ROUNDS):
-        for name, fn in candidates.items():
-            blocks[name].append(measure(name, fn))
+    for names in pools.values():
+        if settle:
+            time.sleep(SETTLE_S)
+        for _ in range(ROUNDS):
+            for name in names:
+                blocks[name].append(measure(name, candidates[name]))
     times = {name: sorted(ts)[(len(ts) - 1) // 2] for name, ts in blocks.items()}
     best = pick(times)
     entry = {"name": best, "us": {n: round(t * 1e6, 1) for n, t in times.items()}}
