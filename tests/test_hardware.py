@@ -90,11 +90,12 @@ def test_the_signature_tells_apart_cpus_with_one_model_name(fake_cpu):
     assert hardware.cpu_signature() == "cpu family 6, model 85, stepping 7"
 
 
-def test_no_signature_where_cpuinfo_is_unreadable(tmp_path, monkeypatch):
+@pytest.mark.parametrize("read", ["cpu_signature", "cpu_family_model"])
+def test_nothing_where_cpuinfo_is_unreadable(read, tmp_path, monkeypatch):
     monkeypatch.setattr(hardware, "CPUINFO", tmp_path / "absent")
     hardware._cpuinfo_fields.cache_clear()
     try:
-        assert hardware.cpu_signature() is None
+        assert getattr(hardware, read)() is None
     finally:
         hardware._cpuinfo_fields.cache_clear()
 
@@ -102,12 +103,3 @@ def test_no_signature_where_cpuinfo_is_unreadable(tmp_path, monkeypatch):
 def test_family_and_model_as_numbers_for_a_results_file_name(fake_cpu):
     fake_cpu()
     assert hardware.cpu_family_model() == (6, 85)
-
-
-def test_no_family_and_model_where_cpuinfo_is_unreadable(tmp_path, monkeypatch):
-    monkeypatch.setattr(hardware, "CPUINFO", tmp_path / "absent")
-    hardware._cpuinfo_fields.cache_clear()
-    try:
-        assert hardware.cpu_family_model() is None
-    finally:
-        hardware._cpuinfo_fields.cache_clear()
