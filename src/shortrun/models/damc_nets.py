@@ -101,8 +101,9 @@ class NoiseNet(nn.Module):
     def conditioned(self, cond: torch.Tensor) -> Callable[[torch.Tensor, torch.Tensor],
                                                           torch.Tensor]:
         """``ε_φ(·, ·, cond)`` for a condition held fixed over many calls, as the sampler holds
-        it over its 100 steps: the condition's share of every context projection (1024 of the
-        1152 context columns, most of the network's arithmetic) is computed once here, and a
+        it over its 100 steps: the condition's share of every context projection (at the paper's
+        sizes 1024 of the 1152 context columns, most of the network's arithmetic) is computed
+        once here, and a
         noise level shared by all rows (every sampler step) is embedded once. ``cond`` may be
         one row for all (the null condition): then the context, gate and bias are one row.
         Equal to :meth:`forward` up to float rounding (the projection's sum is split in two)."""
