@@ -16,6 +16,7 @@ from torch import nn
 
 from shortrun.errors import ConfigError
 from shortrun.models.conv_routes import FORMATS, layout_for
+from shortrun.models.fold_routes import ImageLayer
 
 GENERATORS = ("auto", "mnist28", "svhn32", "celeba64")
 SHAPES = {"mnist28": (1, 28, 28), "svhn32": (3, 32, 32), "celeba64": (3, 64, 64)}
@@ -69,15 +70,15 @@ def generator_layers(kind: str, nz: int, ngf: int) -> list[nn.Module]:
     if kind == "mnist28":
         # 1 → 7 → 14 → 28: the DCGAN-style MNIST net used for the paper's anomaly protocol.
         return [*_project(nz, ngf * 4, 7), *_up(ngf * 4, ngf * 2),
-                nn.ConvTranspose2d(ngf * 2, 1, 4, 2, 1), nn.Tanh()]
+                ImageLayer(ngf * 2, 1, 4, 2, 1), nn.Tanh()]
     if kind == "svhn32":
         # 1 → 4 → 8 → 16 → 32, exactly the official SVHN generator.
         return [*_project(nz, ngf * 8, 4), *_up(ngf * 8, ngf * 4), *_up(ngf * 4, ngf * 2),
-                nn.ConvTranspose2d(ngf * 2, 3, 4, 2, 1), nn.Tanh()]
+                ImageLayer(ngf * 2, 3, 4, 2, 1), nn.Tanh()]
     if kind == "celeba64":
         # 1 → 4 → 8 → 16 → 32 → 64: the official net with one more doubling stage.
         return [*_project(nz, ngf * 8, 4), *_up(ngf * 8, ngf * 4), *_up(ngf * 4, ngf * 2),
-                *_up(ngf * 2, ngf), nn.ConvTranspose2d(ngf, 3, 4, 2, 1), nn.Tanh()]
+                *_up(ngf * 2, ngf), ImageLayer(ngf, 3, 4, 2, 1), nn.Tanh()]
     raise ValueError(f"unknown generator {kind!r}")
 
 

@@ -1,0 +1,173 @@
+"""The LEBM generator's last layer, a stride-2 transposed convolution to 1 or 3 image channels,
+run by oneDNN's kernel or as a GEMM and a col2im, chosen by measurement (``deconv`` family).
+
+Why: oneDNN's transposed-convolution kernels are slow when the output has few channels. On the
+MNIST generator's 32 → 1 channel layer (14 → 28, batch 100, NHWC) the forward took 2.7 ms,
+7 GFLOP/s, and was the largest single cost of a ``lebm_mnist_anomaly`` iteration. The same layer
+written as what it is, ``cols = x @ W.reshape(c, o·k·k)`` per input pixel and then ``F.fold``
+(col2im) to scatter-add the ``k × k`` patches, ran forward plus input gradient 2.9× faster (AMD
+EPYC, cpu family 26, model 2; ``bench/lebm_fold_speed.py``). The backward is the convolution's
+own (``aten.convolution_backward``), so gradients are exactly those of ``nn.ConvTranspose2d``;
+the forward differs from oneDNN's only in summation order.
+
+Whether it wins depends on the CPU and the kernels oneDNN has for it, so the layer times both
+at its first call for each input shape bucket, layout, dtype and thread count (forward plus the
+input's gradient, what a posterior-chain step runs) and keeps the faster in the route cache
+(:mod:`shortrun.routes`). Before ``fold`` may be chosen it must agree with the convolution in
+float64 (:func:`fold_works`). ``SHORTRUN_ROUTE_DECONV=conv|fold`` pins the route; off CPU,
+under autocast, or with ``SHORTRUN_ROUTE`` naming another family's route, the layer is the
+plain convolution.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.autograd.function import once_differentiable
+
+from shortrun import routes
+
+FAMILY = "deconv"
+ROUTES = ("conv", "fold")
+FIXED = "conv"
+_WORKS: dict[tuple, bool] = {}
+
+
+class _FoldTransposedConv(torch.autograd.Function):
+    """``conv_transpose2d(x, W, b, stride, padding)`` as a GEMM and a col2im; the backward is
+    the convolution's own."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, stride, padding):
+        n, c, h, w = x.shape
+        o, kh, kw = weight.shape[1:]
+        out_h = (h - 1) * stride[0] - 2 * padding[0] + kh
+        out_w = (w - 1) * stride[1] - 2 * padding[1] + kw
+        rows = x.permute(0, 2, 3, 1).reshape(n, h * w, c)  # a view when x is NHWC
+        cols = torch.matmul(rows, weight.reshape(c, o * kh * kw)).transpose(1, 2)
+        y = F.fold(cols, (out_h, out_w), (kh, kw), padding=padding, stride=stride)
+        if bias is not None:
+            y += bias.view(1, o, 1, 1)
+        ctx.save_for_backward(x, weight)
+        ctx.conf = (stride, padding, bias is not None)
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        stride, padding, has_bias = ctx.conf
+        need = ctx.needs_input_grad
+        gx, gw, gb = torch.ops.aten.convolution_backward(
+            grad, x, weight, [weight.shape[1]] if has_bias else None, list(stride),
+            list(padding), [1, 1], True, [0, 0], 1, [need[0], need[1], has_bias and need[2]])
+        return gx, gw, gb if has_bias else None, None, None
+
+
+def fold(layer: nn.ConvTranspose2d, x: torch.Tensor) -> torch.Tensor:
+    """The ``fold`` route of ``layer(x)``."""
+    return _FoldTransposedConv.apply(x, layer.weight, layer.bias, layer.stride, layer.padding)
+
+
+def conv(layer: nn.ConvTranspose2d, x: torch.Tensor) -> torch.Tensor:
+    """The ``conv`` route: the transposed convolution itself (oneDNN on CPU)."""
+    return nn.ConvTranspose2d.forward(layer, x)
+
+
+IMPLS = {"conv": conv, "fold": fold}
+_UNWATCHED = {name: routes.Chosen(name, IMPLS) for name in IMPLS}
+
+
+def applies(layer: nn.ConvTranspose2d, x: torch.Tensor) -> bool:
+    """Whether ``fold`` computes this call: CPU, float32/64, no autocast, 4-D input, no
+    groups, dilation or output padding."""
+    return (x.dim() == 4 and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
+            and not torch.is_autocast_enabled("cpu") and layer.groups == 1
+            and layer.dilation == (1, 1) and layer.output_padding == (0, 0)
+            and layer.padding_mode == "zeros")
+
+
+def _forward_and_grad(impl, layer: nn.ConvTranspose2d, x: torch.Tensor):
+    with torch.enable_grad():
+        x = x.detach().requires_grad_(True)
+        y = impl(layer, x)
+        (g,) = torch.autograd.grad(y, x, torch.ones_like(y))
+    return y.detach(), g
+
+
+def fold_works(layer: nn.ConvTranspose2d) -> bool:
+    """The float64 cross-check, once per layer configuration: ``fold`` and the convolution
+    agree on the output and on every gradient, in NCHW and NHWC."""
+    key = (layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride, layer.padding,
+           layer.bias is not None)
+    if key not in _WORKS:
+        try:
+            with torch.enable_grad():  # the first call may come under no_grad (a draw)
+                _WORKS[key] = _cross_check(layer)
+        except Exception:  # any failure means the route is not a candidate
+            _WORKS[key] = False
+    return _WORKS[key]
+
+
+def _cross_check(layer: nn.ConvTranspose2d) -> bool:
+    g = torch.Generator().manual_seed(0)
+    twin = nn.ConvTranspose2d(layer.in_channels, layer.out_channels, layer.kernel_size,
+                              layer.stride, layer.padding, bias=layer.bias is not None)
+    twin = twin.double()
+    with torch.no_grad():
+        for p in twin.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64))
+    x = torch.randn(2, layer.in_channels, 5, 4, generator=g, dtype=torch.float64)
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        xf = x.contiguous(memory_format=fmt)
+        got, want = (_forward_and_grad(impl, twin, xf) for impl in (fold, conv))
+        seed = torch.randn(got[0].shape, generator=g, dtype=torch.float64)
+        grads = []
+        for impl in (fold, conv):
+            twin.zero_grad()
+            (impl(twin, xf) * seed).sum().backward()
+            grads.append([p.grad.clone() for p in twin.parameters()])
+        pairs = [*zip(got, want, strict=True), *zip(*grads, strict=True)]
+        if not all(torch.allclose(a, b, rtol=1e-10, atol=1e-10) for a, b in pairs):
+            return False
+    return True
+
+
+def route_key(layer: nn.ConvTranspose2d, x: torch.Tensor) -> str:
+    """``deconv|dtype|threads=N|batch=B (bucket)|c x o x k, stride, in h x w|layout``."""
+    layout = "nhwc" if x.is_contiguous(memory_format=torch.channels_last) and not \
+        x.is_contiguous() else "nchw"
+    return (f"{FAMILY}|{str(x.dtype).removeprefix('torch.')}|threads={torch.get_num_threads()}"
+            f"|batch={routes.bucket(x.shape[0])}|{layer.in_channels}x{layer.out_channels}"
+            f"x{layer.kernel_size[0]}s{layer.stride[0]}|in{x.shape[2]}x{x.shape[3]}|{layout}")
+
+
+def route_for(layer: nn.ConvTranspose2d, x: torch.Tensor) -> routes.Chosen:
+    """The route of ``layer`` on inputs like ``x``: pinned, cached or measured now (module
+    docstring), remembered per layer for the key's shape, layout, dtype and threads."""
+    pinned = routes.pinned_route(FAMILY, ROUTES)
+    if pinned in ROUTES:
+        return _UNWATCHED[pinned if pinned == "conv" or applies(layer, x) else FIXED]
+    if pinned is not None or not applies(layer, x) or not fold_works(layer):
+        return _UNWATCHED[FIXED]
+    key = route_key(layer, x)
+    probe = x.detach().clone(memory_format=torch.preserve_format)
+    calls = {name: (lambda f=f: _forward_and_grad(f, layer, probe)) for name, f in IMPLS.items()}
+    name = routes.choose(key, calls)
+    return routes.Chosen(name, IMPLS, key, watch=False)
+
+
+class ImageLayer(nn.ConvTranspose2d):
+    """The generators' last layer, to the image's few channels: ``nn.ConvTranspose2d`` (same
+    parameters, state-dict keys and initialisation) whose CPU forward takes the measured
+    ``deconv`` route (module docstring)."""
+
+    def forward(self, x: torch.Tensor, output_size: list[int] | None = None) -> torch.Tensor:
+        if output_size is not None or not applies(self, x):
+            return super().forward(x, output_size)
+        key = (tuple(x.shape), x.is_contiguous(), x.dtype, torch.get_num_threads())
+        chosen = self.__dict__.setdefault("_routes", {}).get(key)
+        if chosen is None:
+            chosen = self.__dict__["_routes"][key] = route_for(self, x)
+        return chosen(self, x)
