@@ -5,10 +5,11 @@ Why: oneDNN's transposed-convolution kernels are slow when the output has few ch
 MNIST generator's 32 → 1 channel layer (14 → 28, batch 100, NHWC) the forward took 2.7 ms,
 7 GFLOP/s, and was the largest single cost of a ``lebm_mnist_anomaly`` iteration. The same layer
 written as what it is, ``cols = x @ W.reshape(c, o·k·k)`` per input pixel and then ``F.fold``
-(col2im) to scatter-add the ``k × k`` patches, ran forward plus input gradient 2.9× faster (AMD
-EPYC, cpu family 26, model 2; ``bench/lebm_fold_speed.py``). The backward is the convolution's
-own (``aten.convolution_backward``), so gradients are exactly those of ``nn.ConvTranspose2d``;
-the forward differs from oneDNN's only in summation order.
+(col2im) to scatter-add the ``k × k`` patches, ran forward plus input gradient 2.2× faster and
+the whole iteration 1.23× faster (AMD EPYC, cpu family 26, model 2;
+``bench/lebm_fold_speed.py``). The backward is the convolution's own
+(``aten.convolution_backward``), so gradients are exactly those of ``nn.ConvTranspose2d``; the
+forward differs from oneDNN's only in summation order.
 
 Whether it wins depends on the CPU and the kernels oneDNN has for it, so the layer times both
 at its first call for each input shape bucket, layout, dtype and thread count (forward plus the
