@@ -56,8 +56,10 @@ def test_timed_once_per_key_even_when_first_called_under_no_grad(winner, unpinne
     fr._WORKS.clear()  # the cross-check runs again, under no_grad
     layer = fr.ImageLayer(4, 1, 4, 2, 1)
     x = torch.randn(2, 4, 5, 5)
+    before = torch.get_rng_state()
     with torch.no_grad():
         layer(x)
+    assert torch.equal(torch.get_rng_state(), before)  # the chains' random stream is untouched
     [chosen] = layer.__dict__["_routes"].values()
     assert chosen.name == winner
     assert sorted(calls) == sorted(["conv", "fold"] * routes.ROUNDS)

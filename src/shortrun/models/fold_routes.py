@@ -104,7 +104,9 @@ def fold_works(layer: nn.ConvTranspose2d) -> bool:
            layer.bias is not None)
     if key not in _WORKS:
         try:
-            with torch.enable_grad():  # the first call may come under no_grad (a draw)
+            # the first call may come under no_grad (a draw); the check's layer init must not
+            # move the global RNG, which the run's chains draw from
+            with torch.enable_grad(), torch.random.fork_rng(devices=[]):
                 _WORKS[key] = _cross_check(layer)
         except Exception:  # any failure means the route is not a candidate
             _WORKS[key] = False
