@@ -101,8 +101,8 @@ def test_an_unknown_pin_names_the_routes(monkeypatch):
     with pytest.raises(ConfigError) as err:
         _run_product()
     assert str(err.value) == ("SHORTRUN_ROUTE=mkl is not a route; use one of torch, onednn, "
-                              "numpy, nchw, nhwc, conv, fold, or unset it to choose by "
-                              "measurement")
+                              "numpy, nchw, nhwc, conv, fold, gemm, or unset it to choose "
+                              "by measurement")
 
 
 def test_an_unknown_family_pin_names_that_familys_routes(monkeypatch):

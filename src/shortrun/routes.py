@@ -23,8 +23,8 @@ candidates are timed once more and the cache entry replaced.
 Families and their routes (:data:`FAMILIES`): ``rbm`` (torch|onednn|numpy, the RBM GEMMs,
 :mod:`shortrun.products`), ``mlp`` (torch|onednn, the MLP energy's fast pass,
 :mod:`shortrun.energies.mlp`), ``conv`` (nchw|nhwc, the LEBM generator's layout,
-:mod:`shortrun.models.lebm_nets`), ``deconv`` (conv|fold, the generator's last layer,
-:mod:`shortrun.models.fold_routes`). ``SHORTRUN_ROUTE_<FAMILY>=ROUTE`` (e.g.
+:mod:`shortrun.models.lebm_nets`), ``deconv`` (conv|fold|gemm, the generator's first and
+last layers, :mod:`shortrun.models.fold_routes`). ``SHORTRUN_ROUTE_<FAMILY>=ROUTE`` (e.g.
 ``SHORTRUN_ROUTE_MLP=torch``) pins one family; ``SHORTRUN_ROUTE=ROUTE`` pins every family that
 has that route and puts the others on their fixed, pre-measurement route (:func:`pinned_route`).
 """
@@ -64,7 +64,7 @@ FIXED = "fixed"  # pinned_route's answer for a family the global pin names no ro
 FAMILIES: dict[str, tuple[str, ...]] = {"rbm": ("torch", "onednn", "numpy"),
                                         "mlp": ("torch", "onednn"),
                                         "conv": ("nchw", "nhwc"),
-                                        "deconv": ("conv", "fold"),
+                                        "deconv": ("conv", "fold", "gemm"),
                                         "rbm_step": ("torch", "numpy")}
 
 # (family, dtype, shapes, ..., threads, oneDNN on?) -> Chosen: the per-call memo of the routed

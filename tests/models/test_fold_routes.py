@@ -93,3 +93,18 @@ def test_generators_end_with_the_routed_layer_and_keep_their_keys(kind):
     last = g.net[-2]
     assert isinstance(last, fr.ImageLayer) and isinstance(last, nn.ConvTranspose2d)
     assert [n for n, _ in last.named_parameters()] == ["weight", "bias"]  # checkpoints load
+
+
+def test_the_first_layer_times_conv_against_gemm_and_takes_only_its_own_pin(unpinned,
+                                                                           monkeypatch):
+    calls: list[str] = []
+    monkeypatch.setattr(routes, "measure", lambda name, fn: (calls.append(name), fn(),
+                                                             0.0 if name == "gemm" else 1.0)[2])
+    layer = fr.LatentProjection(4, 6, 4, 1, 0)
+    z = torch.randn(2, 4, 1, 1)
+    layer(z)
+    assert sorted(set(calls)) == ["conv", "gemm"]
+    assert [c.name for c in layer.__dict__["_routes"].values()] == ["gemm"]
+    for pin, want in (("fold", "conv"), ("gemm", "gemm")):
+        monkeypatch.setenv("SHORTRUN_ROUTE_DECONV", pin)
+        assert fr.route_for(layer, z).name == want

@@ -1,9 +1,16 @@
-"""The LEBM generator's last layer, a stride-2 transposed convolution to 1 or 3 image channels,
-run by oneDNN's kernel or as a GEMM and a col2im, chosen by measurement (``deconv`` family).
+"""The LEBM generator's first and last layers, transposed convolutions that oneDNN runs slowly,
+each by oneDNN's kernel or by the product it is, chosen by measurement (``deconv`` family).
 
-Why: oneDNN's transposed-convolution kernels are slow when the output has few channels. On the
-MNIST generator's 32 → 1 channel layer (14 → 28, batch 100, NHWC) the forward took 2.7 ms,
-7 GFLOP/s, and was the largest single cost of a ``lebm_mnist_anomaly`` iteration. The same layer
+- :class:`LatentProjection`, the first layer (``1 × 1`` latent to a ``k × k`` map): ``conv`` or
+  ``gemm``, ``z @ W.reshape(c, o·k·k)``. For the SVHN generator's 100 → 512 × 4 × 4 layer at
+  batch 100 (NHWC), forward plus the latent's gradient took 12.3 ms as oneDNN's convolution
+  against 5.1 ms as the GEMM at 1 thread (``bench/lebm_projection_speed.py``).
+- :class:`ImageLayer`, the last layer (to the image's 1 or 3 channels): ``conv`` or ``fold``.
+
+For the last layer: oneDNN's transposed-convolution kernels are slow when the output has few
+channels. On the MNIST generator's 32 → 1 channel layer (14 → 28, batch 100, NHWC) the
+forward took 2.7 ms, 7 GFLOP/s, and was the largest single cost of a ``lebm_mnist_anomaly``
+iteration. The same layer
 written as what it is, ``cols = x @ W.reshape(c, o·k·k)`` per input pixel and then ``F.fold``
 (col2im) to scatter-add the ``k × k`` patches, ran forward plus input gradient 2.2× faster and
 the whole iteration 1.23× faster (AMD EPYC, cpu family 26, model 2;
@@ -11,13 +18,14 @@ the whole iteration 1.23× faster (AMD EPYC, cpu family 26, model 2;
 (``aten.convolution_backward``), so gradients are exactly those of ``nn.ConvTranspose2d``; the
 forward differs from oneDNN's only in summation order.
 
-Whether it wins depends on the CPU and the kernels oneDNN has for it, so the layer times both
-at its first call for each input shape bucket, layout, dtype and thread count (forward plus the
-input's gradient, what a posterior-chain step runs) and keeps the faster in the route cache
-(:mod:`shortrun.routes`). Before ``fold`` may be chosen it must agree with the convolution in
-float64 (:func:`fold_works`). ``SHORTRUN_ROUTE_DECONV=conv|fold`` pins the route; off CPU,
-under autocast, or with ``SHORTRUN_ROUTE`` naming another family's route, the layer is the
-plain convolution.
+Whether the product wins depends on the CPU and the kernels oneDNN has, so each layer times
+both of its routes at its first call for each input shape bucket, layout, dtype and thread
+count (forward plus the input's gradient, what a posterior-chain step runs) and keeps the
+faster in the route cache (:mod:`shortrun.routes`). Before the product may be chosen it must
+agree with the convolution in float64 (:func:`fast_works`).
+``SHORTRUN_ROUTE_DECONV=conv|fold|gemm`` pins the route (a layer that has no such route takes
+``conv``); off CPU, under autocast, or with ``SHORTRUN_ROUTE`` naming another family's route,
+the layers are the plain convolution.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from torch.autograd.function import once_differentiable
 from shortrun import routes
 
 FAMILY = "deconv"
-ROUTES = ("conv", "fold")
+ROUTES = ("conv", "fold", "gemm")
 FIXED = "conv"
 _WORKS: dict[tuple, bool] = {}
 
@@ -71,22 +79,47 @@ def fold(layer: nn.ConvTranspose2d, x: torch.Tensor) -> torch.Tensor:
     return _FoldTransposedConv.apply(x, layer.weight, layer.bias, layer.stride, layer.padding)
 
 
+def gemm(layer: nn.ConvTranspose2d, z: torch.Tensor) -> torch.Tensor:
+    """The ``gemm`` route of ``layer(z)`` for a ``1 × 1`` input and no padding:
+    ``out[b, o, i, j] = Σ_c z[b, c] W[c, o, i, j] + bias[o]``, one product, the output in the
+    weight's layout (NHWC when the generator runs channels-last)."""
+    n, (c, o, kh, kw) = z.shape[0], layer.weight.shape
+    w = layer.weight
+    channels_last = not w.is_contiguous() and w.is_contiguous(memory_format=torch.channels_last)
+    if channels_last:  # columns ordered (i, j, o): the output is NHWC
+        cols = w.permute(0, 2, 3, 1).reshape(c, kh * kw * o)
+        bias = None if layer.bias is None else layer.bias.repeat(kh * kw)
+    else:  # columns ordered (o, i, j): the output is NCHW
+        cols = w.reshape(c, o * kh * kw)
+        bias = None if layer.bias is None else layer.bias.repeat_interleave(kh * kw)
+    z2 = z.reshape(n, c)
+    out = z2 @ cols if bias is None else torch.addmm(bias, z2, cols)
+    if channels_last:
+        return out.view(n, kh, kw, o).permute(0, 3, 1, 2)
+    return out.view(n, o, kh, kw)
+
+
 def conv(layer: nn.ConvTranspose2d, x: torch.Tensor) -> torch.Tensor:
     """The ``conv`` route: the transposed convolution itself (oneDNN on CPU)."""
     return nn.ConvTranspose2d.forward(layer, x)
 
 
-IMPLS = {"conv": conv, "fold": fold}
+IMPLS = {"conv": conv, "fold": fold, "gemm": gemm}
 _UNWATCHED = {name: routes.Chosen(name, IMPLS) for name in IMPLS}
 
 
-def applies(layer: nn.ConvTranspose2d, x: torch.Tensor) -> bool:
-    """Whether ``fold`` computes this call: CPU, float32/64, no autocast, 4-D input, no
-    groups, dilation or output padding."""
-    return (x.dim() == 4 and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
-            and not torch.is_autocast_enabled("cpu") and layer.groups == 1
-            and layer.dilation == (1, 1) and layer.output_padding == (0, 0)
-            and layer.padding_mode == "zeros")
+def applies(layer: RoutedTransposedConv, x: torch.Tensor) -> bool:
+    """Whether the layer's product route computes this call: CPU, float32/64, no autocast, 4-D
+    input, no groups, dilation or output padding; for ``gemm`` a ``1 × 1`` input and no
+    padding."""
+    common = (x.dim() == 4 and x.device.type == "cpu"
+              and x.dtype in (torch.float32, torch.float64)
+              and not torch.is_autocast_enabled("cpu") and layer.groups == 1
+              and layer.dilation == (1, 1) and layer.output_padding == (0, 0)
+              and layer.padding_mode == "zeros")
+    if layer.FAST == "gemm":
+        return common and x.shape[2:] == (1, 1) and layer.padding == (0, 0)
+    return common
 
 
 def _forward_and_grad(impl, layer: nn.ConvTranspose2d, x: torch.Tensor):
@@ -97,11 +130,11 @@ def _forward_and_grad(impl, layer: nn.ConvTranspose2d, x: torch.Tensor):
     return y.detach(), g
 
 
-def fold_works(layer: nn.ConvTranspose2d) -> bool:
-    """The float64 cross-check, once per layer configuration: ``fold`` and the convolution
-    agree on the output and on every gradient, in NCHW and NHWC."""
-    key = (layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride, layer.padding,
-           layer.bias is not None)
+def fast_works(layer: RoutedTransposedConv) -> bool:
+    """The float64 cross-check, once per layer configuration: the layer's product route and the
+    convolution agree on the output and on every gradient, in NCHW and NHWC."""
+    key = (layer.FAST, layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride,
+           layer.padding, layer.bias is not None)
     if key not in _WORKS:
         try:
             # the first call may come under no_grad (a draw); the check's layer init must not
@@ -113,7 +146,7 @@ def fold_works(layer: nn.ConvTranspose2d) -> bool:
     return _WORKS[key]
 
 
-def _cross_check(layer: nn.ConvTranspose2d) -> bool:
+def _cross_check(layer: RoutedTransposedConv) -> bool:
     g = torch.Generator().manual_seed(0)
     twin = nn.ConvTranspose2d(layer.in_channels, layer.out_channels, layer.kernel_size,
                               layer.stride, layer.padding, bias=layer.bias is not None)
@@ -121,13 +154,16 @@ def _cross_check(layer: nn.ConvTranspose2d) -> bool:
     with torch.no_grad():
         for p in twin.parameters():
             p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64))
-    x = torch.randn(2, layer.in_channels, 5, 4, generator=g, dtype=torch.float64)
+    size = (1, 1) if layer.FAST == "gemm" else (5, 4)
+    x = torch.randn(2, layer.in_channels, *size, generator=g, dtype=torch.float64)
+    fast = IMPLS[layer.FAST]
     for fmt in (torch.contiguous_format, torch.channels_last):
+        twin.to(memory_format=fmt)
         xf = x.contiguous(memory_format=fmt)
-        got, want = (_forward_and_grad(impl, twin, xf) for impl in (fold, conv))
+        got, want = (_forward_and_grad(impl, twin, xf) for impl in (fast, conv))
         seed = torch.randn(got[0].shape, generator=g, dtype=torch.float64)
         grads = []
-        for impl in (fold, conv):
+        for impl in (fast, conv):
             twin.zero_grad()
             (impl(twin, xf) * seed).sum().backward()
             grads.append([p.grad.clone() for p in twin.parameters()])
@@ -139,38 +175,60 @@ def _cross_check(layer: nn.ConvTranspose2d) -> bool:
 
 def route_key(layer: nn.ConvTranspose2d, x: torch.Tensor) -> str:
     """``deconv|dtype|threads=N|batch=B (bucket)|c x o x k, stride, in h x w|layout``."""
-    layout = "nhwc" if x.is_contiguous(memory_format=torch.channels_last) and not \
-        x.is_contiguous() else "nchw"
+    layout = _layout(x if x.shape[2:] != (1, 1) else layer.weight)  # a 1 × 1 input is both
     return (f"{FAMILY}|{str(x.dtype).removeprefix('torch.')}|threads={torch.get_num_threads()}"
             f"|batch={routes.bucket(x.shape[0])}|{layer.in_channels}x{layer.out_channels}"
             f"x{layer.kernel_size[0]}s{layer.stride[0]}|in{x.shape[2]}x{x.shape[3]}|{layout}")
 
 
-def route_for(layer: nn.ConvTranspose2d, x: torch.Tensor) -> routes.Chosen:
+def _layout(t: torch.Tensor) -> str:
+    return ("nhwc" if t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+            else "nchw")
+
+
+def route_for(layer: RoutedTransposedConv, x: torch.Tensor) -> routes.Chosen:
     """The route of ``layer`` on inputs like ``x``: pinned, cached or measured now (module
     docstring), remembered per layer for the key's shape, layout, dtype and threads."""
     pinned = routes.pinned_route(FAMILY, ROUTES)
     if pinned in ROUTES:
-        return _UNWATCHED[pinned if pinned == "conv" or applies(layer, x) else FIXED]
-    if pinned is not None or not applies(layer, x) or not fold_works(layer):
+        usable = pinned == layer.FAST and applies(layer, x)
+        return _UNWATCHED[pinned if usable else FIXED]
+    if pinned is not None or not applies(layer, x) or not fast_works(layer):
         return _UNWATCHED[FIXED]
     key = route_key(layer, x)
     probe = x.detach().clone(memory_format=torch.preserve_format)
-    calls = {name: (lambda f=f: _forward_and_grad(f, layer, probe)) for name, f in IMPLS.items()}
+    calls = {name: (lambda f=IMPLS[name]: _forward_and_grad(f, layer, probe))
+             for name in ("conv", layer.FAST)}
     name = routes.choose(key, calls)
     return routes.Chosen(name, IMPLS, key, watch=False)
 
 
-class ImageLayer(nn.ConvTranspose2d):
-    """The generators' last layer, to the image's few channels: ``nn.ConvTranspose2d`` (same
-    parameters, state-dict keys and initialisation) whose CPU forward takes the measured
-    ``deconv`` route (module docstring)."""
+class RoutedTransposedConv(nn.ConvTranspose2d):
+    """``nn.ConvTranspose2d`` (same parameters, state-dict keys and initialisation) whose CPU
+    forward takes the measured ``deconv`` route: ``conv`` or the subclass's product route
+    :attr:`FAST` (module docstring)."""
+
+    FAST = "conv"
 
     def forward(self, x: torch.Tensor, output_size: list[int] | None = None) -> torch.Tensor:
         if output_size is not None or not applies(self, x):
             return super().forward(x, output_size)
-        key = (tuple(x.shape), x.is_contiguous(), x.dtype, torch.get_num_threads())
+        key = (tuple(x.shape), x.is_contiguous(), self.weight.is_contiguous(), x.dtype,
+               torch.get_num_threads())
         chosen = self.__dict__.setdefault("_routes", {}).get(key)
         if chosen is None:
             chosen = self.__dict__["_routes"][key] = route_for(self, x)
         return chosen(self, x)
+
+
+class ImageLayer(RoutedTransposedConv):
+    """The generators' last layer, to the image's 1 or 3 channels: ``conv`` or ``fold``."""
+
+    FAST = "fold"
+
+
+class LatentProjection(RoutedTransposedConv):
+    """The generators' first layer, the ``1 × 1`` latent to a ``k × k`` map (stride 1, no
+    padding): ``conv`` or ``gemm``."""
+
+    FAST = "gemm"

@@ -16,45 +16,11 @@ from torch import nn
 
 from shortrun.errors import ConfigError
 from shortrun.models.conv_routes import FORMATS, layout_for
-from shortrun.models.fold_routes import ImageLayer
+from shortrun.models.fold_routes import ImageLayer, LatentProjection
 
 GENERATORS = ("auto", "mnist28", "svhn32", "celeba64")
 SHAPES = {"mnist28": (1, 28, 28), "svhn32": (3, 32, 32), "celeba64": (3, 64, 64)}
 ACTIVATIONS = {"gelu": nn.GELU, "lrelu": lambda: nn.LeakyReLU(0.2), "silu": nn.SiLU}
-
-
-class LatentProjection(nn.ConvTranspose2d):
-    """The generators' first layer, a transposed convolution of the ``1 × 1`` latent to a
-    ``k × k`` map (``stride 1, padding 0``), run as the one product it is:
-    ``out[b, o, i, j] = Σ_c z[b, c] W[c, o, i, j] + bias[o]`` is ``z @ W.reshape(c, o·k·k)``.
-
-    Why: oneDNN's transposed-convolution kernels are slow at this shape. For the SVHN
-    generator's 100 → 512 × 4 × 4 layer at batch 100 (NHWC), forward plus the latent's gradient
-    took 12.3 ms as the convolution against 5.1 ms as this GEMM at 1 thread, and 7.2 against
-    3.1 ms at 2 threads (AMD EPYC, cpu family 26, model 2; ``bench/lebm_projection_speed.py``),
-    and the posterior chain runs it 20 times an iteration. Same parameters, state-dict keys and
-    initialisation as ``nn.ConvTranspose2d``; the output keeps the layout of the weight (NHWC
-    when the generator runs channels-last). Any other input size takes the convolution."""
-
-    def forward(self, z: torch.Tensor, output_size: list[int] | None = None) -> torch.Tensor:
-        if (z.dim() != 4 or z.shape[2:] != (1, 1) or output_size is not None
-                or self.padding != (0, 0) or self.output_padding != (0, 0)
-                or self.dilation != (1, 1) or self.groups != 1):
-            return super().forward(z, output_size)
-        n, (c, o, kh, kw) = z.shape[0], self.weight.shape
-        w = self.weight
-        channels_last = not w.is_contiguous() and w.is_contiguous(memory_format=torch.channels_last)
-        if channels_last:  # columns ordered (i, j, o): the output is NHWC
-            cols = w.permute(0, 2, 3, 1).reshape(c, kh * kw * o)
-            bias = None if self.bias is None else self.bias.repeat(kh * kw)
-        else:  # columns ordered (o, i, j): the output is NCHW
-            cols = w.reshape(c, o * kh * kw)
-            bias = None if self.bias is None else self.bias.repeat_interleave(kh * kw)
-        z2 = z.reshape(n, c)
-        out = z2 @ cols if bias is None else torch.addmm(bias, z2, cols)
-        if channels_last:
-            return out.view(n, kh, kw, o).permute(0, 3, 1, 2)
-        return out.view(n, o, kh, kw)
 
 
 def _up(c_in: int, c_out: int, kernel: int = 4, stride: int = 2, pad: int = 1) -> list[nn.Module]:
