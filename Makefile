@@ -38,7 +38,8 @@ mutants: setup
 gallery: setup
 	$(PY) bench/gallery.py --runs runs/gallery --out docs/img $(GALLERY_ARGS)
 
-# The speed table of issue 16 on this machine: bench/results/<cpu-model>-<vector-tier>-f<family>m<model>.md (< 20 min on 2 cores;
+# The speed table of issue 16 on this machine:
+# bench/results/<cpu-model>-<vector-tier>-f<family>m<model>.md (< 20 min on 2 cores;
 # MNIST rows need SHORTRUN_DATA). BENCH_ARGS=--quick for a smoke run.
 bench: setup
 	$(PY) bench/run_all.py $(BENCH_ARGS)

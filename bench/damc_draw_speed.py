@@ -17,9 +17,9 @@ Sizes: the CPU recipes ``damc_mnist_anomaly`` (nz 8, width 32, condition 128, ba
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from speed_common import interleave, timed
 
 from shortrun.hardware import cpu_model, cpu_signature
 from shortrun.models.damc_nets import LatentDiffusionAmortizer, make_encoder
@@ -32,15 +32,6 @@ SIZES = {  # name: (image shape, nz, condition width, noise-net width, encoder w
 }
 
 
-def best_of(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def compare(name: str, repeats: int, steps: int) -> str:
     shape, nz, emb, width, nif, batch = SIZES[name]
     torch.manual_seed(0)
@@ -50,7 +41,7 @@ def compare(name: str, repeats: int, steps: int) -> str:
     net, lo, hi = amortizer.net, amortizer.logsnr_min, amortizer.logsnr_max
     with torch.no_grad():
         cond = amortizer.condition(x, batch)
-        sides = {
+        sides = {k: timed(fn) for k, fn in {
             "posterior, per-step forward": lambda: ancestral_sample(
                 lambda z, lam: net(z, lam, cond), batch, nz, steps, lo, hi),
             "posterior, conditioned": lambda: ancestral_sample(
@@ -60,13 +51,9 @@ def compare(name: str, repeats: int, steps: int) -> str:
                 lo, hi),
             "prior, conditioned": lambda: ancestral_sample(
                 net.conditioned(amortizer.null), batch, nz, steps, lo, hi),
-        }
-        for fn in sides.values():
-            fn()  # warm-up
-        best = {k: float("inf") for k in sides}
-        for _ in range(repeats):  # interleaved: a drift of the machine hits every side alike
-            for k, fn in sides.items():
-                best[k] = min(best[k], best_of(fn, 1))
+        }.items()}
+        # interleaved after a warm-up: a drift of the machine hits every side alike
+        best = {k: min(ts) for k, ts in interleave(sides, repeats).items()}
     post = best["posterior, per-step forward"] / best["posterior, conditioned"]
     prior = best["prior, per-step forward"] / best["prior, conditioned"]
     return (f"| {name} | {best['posterior, conditioned'] * 1e3:.1f} / "

@@ -14,8 +14,8 @@ import copy
 import statistics
 
 import torch
-from lebm_projection_speed import interleaved
 from lebm_speed import SVHN
+from speed_common import interleave, timed
 from torch import nn
 
 from shortrun.data.registry import load_data
@@ -40,11 +40,13 @@ def with_plain_last_layer(model: nn.Module) -> nn.Module:
 
 def compare(recipe: str, repeats: int) -> list[str]:
     cfg = resolve(recipe, ["data.n_train=1000"] if "mnist" in recipe else [])
-    info = SVHN if "svhn" in recipe else load_data(cfg.data).info
-    torch.manual_seed(0)
     b = cfg.train.batch_size
-    x = (load_data(cfg.data).train[:b] if "mnist" in recipe
-         else torch.rand(b, *SVHN.shape) * 2 - 1)
+    if "svhn" in recipe:  # synthetic, as bench/lebm_speed.py: no SVHN files are needed
+        info, x = SVHN, torch.rand(b, *SVHN.shape) * 2 - 1
+    else:
+        data = load_data(cfg.data)
+        info, x = data.info, data.train[:b]
+    torch.manual_seed(0)
     ours = build_model(cfg, info)
     ours.generator(torch.randn(2, cfg.model.nz))  # settles the layout
     plain = with_plain_last_layer(ours)
@@ -66,9 +68,7 @@ def compare(recipe: str, repeats: int) -> list[str]:
             y = layer(hg)
             torch.autograd.grad(y, hg, torch.ones_like(y))
 
-    sides = {k: (lambda k=k: layer_call(k)) for k in models}
-    interleaved(sides, 2)
-    t_layer = interleaved(sides, 10 * repeats)
+    t_layer = interleave({k: timed(lambda k=k: layer_call(k)) for k in models}, 10 * repeats)
     route = next(iter(feats["route"][0].__dict__.get("_routes", {}).values())).name
     opts = {k: m.configure_training(OptimOptions.from_train(cfg.train)) for k, m in models.items()}
     step = [0]
@@ -76,9 +76,7 @@ def compare(recipe: str, repeats: int) -> list[str]:
     def iteration(name: str) -> None:
         models[name].training_step(x, step[0], opts[name])
 
-    sides = {k: (lambda k=k: iteration(k)) for k in models}
-    interleaved(sides, 1)
-    t_iter = interleaved(sides, repeats)
+    t_iter = interleave({k: timed(lambda k=k: iteration(k)) for k in models}, repeats)
     out = []
     for what, times, unit, label in (("last layer, forward + input gradient", t_layer, 1e3, "ms"),
                                      ("training iteration", t_iter, 1, "s")):

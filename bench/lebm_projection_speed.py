@@ -1,5 +1,6 @@
-"""The LEBM generator's first layer as a GEMM (:class:`shortrun.models.lebm_nets.LatentProjection`)
-against the transposed convolution it replaces (``nn.ConvTranspose2d`` with the same weights),
+"""The LEBM generator's first layer (:class:`shortrun.models.lebm_nets.LatentProjection`) by its
+measured ``deconv`` route (``gemm`` or ``conv``, printed) against the plain transposed
+convolution (``nn.ConvTranspose2d`` with the same weights),
 in one process, interleaved: the layer alone (forward plus the latent's gradient, what each of
 the posterior chain's 20 steps runs), and a whole ``lebm_svhn`` iteration at the official
 defaults with the generator's first layer swapped. The generator's layout is the one the conv
@@ -13,10 +14,10 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
-import time
 
 import torch
 from lebm_speed import SVHN
+from speed_common import interleave, timed
 from torch import nn
 
 from shortrun.hardware import cpu_model, cpu_signature
@@ -37,16 +38,6 @@ def as_convolution(model: nn.Module) -> nn.Module:
     conv.load_state_dict(first.state_dict())
     twin.generator.net[0] = conv.to(memory_format=twin.generator.memory_format)
     return twin
-
-
-def interleaved(sides: dict, repeats: int) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {k: [] for k in sides}
-    for _ in range(repeats):
-        for name, fn in sides.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return times
 
 
 def line(what: str, times: dict[str, list[float]], unit: float, label: str) -> str:
@@ -75,7 +66,7 @@ def main() -> None:
     print(f"{cpu_model()} ({cpu_signature()}); torch {torch.__version__}; {args.threads} "
           f"thread(s); batch {args.batch}; generator layout {layout}; best of {args.repeats}, "
           "interleaved")
-    print("| what | GEMM / convolution | ")
+    print("| what | measured route / convolution |")
     print("|---|---|")
     z = torch.randn(args.batch, cfg.model.nz, 1, 1).contiguous(memory_format=FORMATS[layout])
     layers = {"gemm": ours.generator.net[0], "convolution": conv.generator.net[0]}
@@ -83,10 +74,11 @@ def main() -> None:
         layer.requires_grad_(False)
     with torch.no_grad():
         target = layers["gemm"](z)
-    sides = {k: (lambda m=m: chain_step(m, z, target)) for k, m in layers.items()}
-    interleaved(sides, 2)
-    times = interleaved(sides, 10 * args.repeats)
-    print(line("first layer, forward + latent gradient", times, 1e3, "ms"), flush=True)
+    sides = {k: timed(lambda m=m: chain_step(m, z, target)) for k, m in layers.items()}
+    times = interleave(sides, 10 * args.repeats)
+    route = next(iter(layers["gemm"].__dict__.get("_routes", {}).values())).name
+    print(line(f"first layer, forward + latent gradient (route {route})", times, 1e3, "ms"),
+          flush=True)
     for layer in layers.values():
         layer.requires_grad_(True)
     step = [0]
@@ -96,9 +88,7 @@ def main() -> None:
     def iteration(name: str) -> None:
         models[name].training_step(x, step[0], opts[name])
 
-    sides = {k: (lambda k=k: iteration(k)) for k in models}
-    interleaved(sides, 1)
-    times = interleaved(sides, args.repeats)
+    times = interleave({k: timed(lambda k=k: iteration(k)) for k in models}, args.repeats)
     print(line("`lebm_svhn` iteration, official defaults", times, 1, "s"), flush=True)
 
 

@@ -49,7 +49,7 @@ T = TypeVar("T")
 REPEATS = 5
 BUDGET_S = 0.05  # per candidate: stop repeating once a candidate has used this much
 # candidates are timed in this many interleaved rounds, each by its median block: on a virtual
-# machine a burst of a neighbour's load can slow one 20-ms block 2-3x
+# machine a burst of a neighbour's load can slow one 20-ms block 2-3x (session 31's AMD EPYC)
 ROUNDS = 3
 # seconds of rest before timing the candidates of another thread pool (OpenBLAS's workers spin
 # for about 0.1-0.3 s after their last product; :func:`_measure_all`)
@@ -229,8 +229,8 @@ def _measure_all(key: str, candidates: dict[str, Callable[[], object]]) -> str:
     Candidates on different thread pools are timed pool by pool, each pool's rounds after
     :data:`SETTLE_S` of idleness when more than one thread runs: OpenBLAS's workers keep
     spinning for a while after a product, and a torch candidate timed among them ran 3x slow
-    (the CD-1 step: 6.4 against 2.1 ms after 0.3 s of rest; session 31) and lost to a NumPy
-    route 1.5x slower in training."""
+    (the CD-1 step: 6.4 against 2.1 ms after 0.3 s of rest; AMD EPYC cpu family 26 model 2,
+    session 31) and lost to a NumPy route 1.5x slower in training."""
     pools: dict[str, list[str]] = {}
     for name in candidates:
         pools.setdefault(thread_pool(name), []).append(name)

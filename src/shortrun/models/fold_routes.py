@@ -4,7 +4,8 @@ each by oneDNN's kernel or by the product it is, chosen by measurement (``deconv
 - :class:`LatentProjection`, the first layer (``1 × 1`` latent to a ``k × k`` map): ``conv`` or
   ``gemm``, ``z @ W.reshape(c, o·k·k)``. For the SVHN generator's 100 → 512 × 4 × 4 layer at
   batch 100 (NHWC), forward plus the latent's gradient took 12.3 ms as oneDNN's convolution
-  against 5.1 ms as the GEMM at 1 thread (``bench/lebm_projection_speed.py``).
+  against 5.1 ms as the GEMM at 1 thread (AMD EPYC, cpu family 26, model 2;
+  ``bench/lebm_projection_speed.py``).
 - :class:`ImageLayer`, the last layer (to the image's 1 or 3 channels): ``conv`` or ``fold``.
 
 For the last layer: oneDNN's transposed-convolution kernels are slow when the output has few
