@@ -17,6 +17,10 @@ over 3 seeds):
    ``--final same`` scores the test split with the selection run itself (half the training,
    but that model never saw digit ``v``, which the test counts as normal).
 
+``--curve`` trains nothing and prints, for every stage a selection run has scored, the
+validation AP and (with ``--final same``, which scores the test split at each stage) the test
+AUPRC of the fixed-form scores: a learning curve read after the fact, which chooses nothing.
+
 Finished stages are reused: a rerun only computes what is missing. The split is
 ``data.anomaly_split`` of the recipe (``pooled``) unless ``--set data.anomaly_split=zenati``.
 ``--recipe damc_mnist_anomaly`` runs the same protocol on the diffusion-amortized prior (Yu et
@@ -47,6 +51,7 @@ from shortrun.evaluation.lebm_selection import SIGMAS, VARIANTS, select, variant
 from shortrun.metrics.anomaly import auprc, auprc_trapezoid, reference_auprcs
 from shortrun.run import load_run
 from shortrun.train.checkpoint import load_checkpoint
+from shortrun.train.rundir import read_config
 
 RECIPES = ("lebm_mnist_anomaly", "damc_mnist_anomaly")  # the 2020 prior; Yu et al. 2023
 PAPER = {1: 0.336, 4: 0.630, 5: 0.619, 7: 0.463, 9: 0.413}  # Pang et al. 2020, Table 4
@@ -135,6 +140,35 @@ def one_seed(recipe: str, out: Path, digit: int, val_digit: int, seed: int, step
     return result
 
 
+CURVE_VARIANTS = ("joint", "tilt", "unweighted")
+
+
+def curve(out: Path, digit: int, seed: int) -> list[str]:
+    """Rows ``step | val AP | test AUPRC`` per fixed-form variant at every stage the selection
+    run scored (``--final same`` scores the test split at each). The test column is read after
+    the fact, to show how far training has come; it chooses nothing."""
+    sel = out / f"d{digit}" / f"s{seed}" / "select"
+    steps = sorted(int(p.stem.removeprefix("val_step")) for p in sel.glob("val_step*.npz"))
+    if not steps:
+        return []
+    sigma = float(read_config(sel).model.llhd_sigma)
+    rows = []
+    for step in steps:
+        cells = []
+        for split in ("val", "test"):
+            path = sel / f"{split}_step{step}.npz"
+            if not path.is_file():
+                cells.append(["–"] * len(CURVE_VARIANTS))
+                continue
+            terms, labels = read_terms(path)
+            metric = auprc if split == "val" else auprc_trapezoid
+            cells.append([f"{metric(variant_scores(terms, v, sigma), labels):.3f}"
+                          for v in CURVE_VARIANTS])
+        pairs = [f"{a} / {b}" for a, b in zip(*cells, strict=True)]
+        rows.append(f"| {digit} | {seed} | {step} | " + " | ".join(pairs) + " |")
+    return rows
+
+
 def mean_std(values: list[float]) -> str:
     a = np.asarray(values, dtype=np.float64)
     return f"{a.mean():.3f} ± {a.std(ddof=1):.3f}" if len(a) > 1 else f"{a.mean():.3f}"
@@ -188,12 +222,24 @@ def main() -> None:
     ap.add_argument("--table", type=Path, default=None, help="also write the tables here")
     ap.add_argument("--collect", action="store_true",
                     help="train nothing: tabulate the finished seeds' result.json files")
+    ap.add_argument("--curve", action="store_true",
+                    help="train nothing: validation AP and test AUPRC at every scored stage "
+                         "(the test column is read after the fact and chooses nothing)")
     args = ap.parse_args()
     from shortrun.train.config import resolve
 
     out = args.out or Path("runs") / f"{args.recipe.split('_')[0]}_anomaly_protocol"
     total = resolve(args.recipe, args.overrides).train.steps
     steps = sorted({max(1, round(total * (k + 1) / args.stages)) for k in range(args.stages)})
+    if args.curve:
+        head = " | ".join(f"{v}: val AP / test AUPRC" for v in CURVE_VARIANTS)
+        rows = [row for d in args.digits.split(",") for s in args.seeds.split(",")
+                for row in curve(out, int(d), int(s))]
+        if not rows:
+            raise SystemExit(f"no scored stage under {out}: run without --curve first")
+        print(f"| digit | seed | step | {head} |\n|{'---|' * (3 + len(CURVE_VARIANTS))}")
+        print("\n".join(rows))
+        return
     results = []
     for d in (int(v) for v in args.digits.split(",")):
         v = (d + args.val_digit_offset) % 10

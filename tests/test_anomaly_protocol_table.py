@@ -51,3 +51,31 @@ def test_collect_without_finished_seeds_says_what_to_run(tmp_path):
     proc = collect(tmp_path)
     assert proc.returncode != 0
     assert "no finished seed" in proc.stderr and "without --collect" in proc.stderr
+
+
+def test_curve_reads_every_scored_stage_of_the_selection_run(tmp_path):
+    """``--curve``: per stage, validation AP and test trapezoid AUPRC of the fixed-form
+    scores, computed from the saved terms; a stage without test terms shows a dash."""
+    import numpy as np
+
+    sel = tmp_path / "d4" / "s1" / "select"
+    sel.mkdir(parents=True)
+    (sel / "config.yaml").write_text("data: {name: mnist}\nmodel: {name: lebm, llhd_sigma: 0.5}\n"
+                                     "train: {steps: 20}\n")
+    labels = np.array([0, 0, 1, 1])
+    perfect = dict(sse=np.array([0.0, 0.1, 1.0, 2.0]), prior=np.zeros(4),
+                   tilt=np.array([0.0, 0.1, 1.0, 2.0]))
+    inverted = {k: -v for k, v in perfect.items()}
+    np.savez(sel / "val_step10.npz", labels=labels, **perfect)
+    np.savez(sel / "test_step10.npz", labels=labels, **inverted)
+    np.savez(sel / "val_step20.npz", labels=labels, **perfect)
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--curve", "--out", str(tmp_path),
+                           "--digits", "4", "--seeds", "1"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| 4 | 1 |")]
+    assert [r.split(" | ")[2] for r in rows] == ["10", "20"]
+    joint10, tilt10 = rows[0].split(" | ")[3:5]
+    assert joint10.startswith("1.000 / ") and float(joint10.split(" / ")[1]) < 0.6
+    assert tilt10.startswith("1.000 / ")
+    assert rows[1].split(" | ")[3] == "1.000 / –"

@@ -95,3 +95,15 @@ def test_the_config_key_takes_true_false_and_auto():
     assert resolve("lebm_mnist", []).model.channels_last == "auto"
     with pytest.raises(ConfigError, match="channels_last"):
         resolve("lebm_mnist", ["model.channels_last=sometimes"])
+
+
+def test_the_layout_check_times_no_layer_route_at_its_probe_shapes(monkeypatch):
+    """The cross-check runs batch-2 copies in float32 and float64; their first and last layers
+    take the convolution there, so only the real batch's layer routes are timed and cached."""
+    monkeypatch.delenv("SHORTRUN_ROUTE")
+    monkeypatch.delenv("SHORTRUN_ROUTE_CONV")
+    monkeypatch.delenv("SHORTRUN_ROUTE_DECONV", raising=False)
+    monkeypatch.setattr(routes, "measure", lambda name, fn: (fn(), 1.0)[1])
+    _generator()(_z(batch=3))
+    deconv = [k for k in routes.remembered() if k.startswith("deconv|")]
+    assert deconv and all("|float32|" in k and "|batch=4|" in k for k in deconv), deconv

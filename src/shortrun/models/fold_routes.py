@@ -31,6 +31,9 @@ the layers are the plain convolution.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -42,6 +45,21 @@ FAMILY = "deconv"
 ROUTES = ("conv", "fold", "gemm")
 FIXED = "conv"
 _WORKS: dict[tuple, bool] = {}
+_UNMEASURED = [0]  # depth of :func:`unmeasured` blocks
+
+
+@contextlib.contextmanager
+def unmeasured() -> Iterator[None]:
+    """Layers first called inside this block take ``conv`` without measuring or caching a
+    route. For throwaway copies of a generator run at shapes training never uses: the
+    layout's float64 cross-check on two latents (:func:`shortrun.models.conv_routes.
+    layout_works`) would otherwise time both routes of every layer at batch 2, in float32 and
+    float64, and leave those keys in the route cache."""
+    _UNMEASURED[0] += 1
+    try:
+        yield
+    finally:
+        _UNMEASURED[0] -= 1
 
 
 class _FoldTransposedConv(torch.autograd.Function):
@@ -194,7 +212,8 @@ def route_for(layer: RoutedTransposedConv, x: torch.Tensor) -> routes.Chosen:
     if pinned in ROUTES:
         usable = pinned == layer.FAST and applies(layer, x)
         return _UNWATCHED[pinned if usable else FIXED]
-    if pinned is not None or not applies(layer, x) or not fast_works(layer):
+    if (pinned is not None or _UNMEASURED[0] or not applies(layer, x)
+            or not fast_works(layer)):
         return _UNWATCHED[FIXED]
     key = route_key(layer, x)
     probe = x.detach().clone(memory_format=torch.preserve_format)
