@@ -21,6 +21,11 @@ over 3 seeds):
 validation AP and (with ``--final same``, which scores the test split at each stage) the test
 AUPRC of the fixed-form scores: a learning curve read after the fact, which chooses nothing.
 
+``--choices-from DIR`` skips the selection run and tests the choices an earlier run recorded
+in ``DIR/d{d}/s{s}/result.json`` (made on validation; recipe, digits, seed and overrides must
+match). With ``--final retrain`` this adds the papers' training split to seeds that were
+tested with ``--final same``.
+
 Finished stages are reused: a rerun only computes what is missing. The split is
 ``data.anomaly_split`` of the recipe (``pooled``) unless ``--set data.anomaly_split=zenati``.
 ``--recipe damc_mnist_anomaly`` runs the same protocol on the diffusion-amortized prior (Yu et
@@ -47,7 +52,13 @@ import torch
 
 from shortrun.data.registry import load_data
 from shortrun.evaluation.lebm import score_terms
-from shortrun.evaluation.lebm_selection import SIGMAS, VARIANTS, select, variant_scores
+from shortrun.evaluation.lebm_selection import (
+    SIGMAS,
+    VARIANTS,
+    Choice,
+    select,
+    variant_scores,
+)
 from shortrun.metrics.anomaly import auprc, auprc_trapezoid, reference_auprcs
 from shortrun.run import load_run
 from shortrun.train.checkpoint import load_checkpoint
@@ -102,9 +113,35 @@ def score_split(run: Path, split: str, step: int, seed: int) -> Path:
     return path
 
 
+def recorded_choices(path: Path, recipe: str, digit: int, val_digit: int, seed: int,
+                     sets: list[str]) -> dict[str, Choice]:
+    """The validation choices an earlier run of this protocol recorded in ``path``
+    (its ``result.json``), after checking that they were made for this recipe, digit,
+    validation digit, seed and overrides."""
+    if not path.is_file():
+        raise SystemExit(f"--choices-from: {path} does not exist; run the selection first "
+                         "(without --choices-from) or name the directory that holds it")
+    rec = json.loads(path.read_text())
+    want = {"recipe": recipe, "digit": digit, "val_digit": val_digit, "seed": seed,
+            "overrides": sets}
+    wrong = {k: rec.get(k) for k, v in want.items() if rec.get(k) != v}
+    if wrong:
+        raise SystemExit(f"--choices-from: {path} was made for {wrong}, not {want}; rerun "
+                         "the selection with these settings")
+    return {v: Choice(v, int(c["step"]), c["sigma"], float(c["val_auprc"]))
+            for v, c in rec["variants"].items()}
+
+
 def one_seed(recipe: str, out: Path, digit: int, val_digit: int, seed: int, steps: list[int],
-             sets: list[str], val_fraction: float, final: str) -> dict:
+             sets: list[str], val_fraction: float, final: str,
+             choices_from: Path | None = None) -> dict:
     base = [*sets, f"data.anomaly_digit={digit}", f"train.seed={seed}", "train.progress=false"]
+    if choices_from is not None:  # selection made earlier (validation only): test it now
+        rec = choices_from / f"d{digit}" / f"s{seed}" / "result.json"
+        choices = recorded_choices(rec, recipe, digit, val_digit, seed, sets)
+        return final_test(recipe, out, digit, val_digit, seed, sets, base, final, choices,
+                          {"choices_from": str(rec),
+                           "selected_on": json.loads(rec.read_text()).get("machine")})
     sel = out / f"d{digit}" / f"s{seed}" / "select"
     sel_sets = [*base, f"data.anomaly_val_digit={val_digit}",
                 f"data.anomaly_val_fraction={val_fraction}"]
@@ -120,9 +157,16 @@ def one_seed(recipe: str, out: Path, digit: int, val_digit: int, seed: int, step
         val[step] = read_terms(sel / f"val_step{step}.npz")
     trained_sigma = float(load_run(sel).cfg.model.llhd_sigma)
     choices = select(val, trained_sigma, SIGMAS, VARIANTS)   # validation only
-    test_run = sel if final == "same" else out / f"d{digit}" / f"s{seed}" / "final"
+    return final_test(recipe, out, digit, val_digit, seed, sets, base, final, choices, {})
+
+
+def final_test(recipe: str, out: Path, digit: int, val_digit: int, seed: int, sets: list[str],
+               base: list[str], final: str, choices: dict[str, Choice], extra: dict) -> dict:
+    """Score the test split once per chosen step (step 3 of the module docstring) and write
+    ``result.json``."""
+    test_run = (out / f"d{digit}" / f"s{seed}" / ("select" if final == "same" else "final"))
     result: dict = {"recipe": recipe, "digit": digit, "val_digit": val_digit, "seed": seed,
-                    "final": final, "overrides": sets, "machine": machine_line(),
+                    "final": final, "overrides": sets, "machine": machine_line(), **extra,
                     "variants": {}}
     for step in sorted({c.step for c in choices.values()}):
         path = test_run / f"test_step{step}.npz"
@@ -222,12 +266,20 @@ def main() -> None:
     ap.add_argument("--table", type=Path, default=None, help="also write the tables here")
     ap.add_argument("--collect", action="store_true",
                     help="train nothing: tabulate the finished seeds' result.json files")
+    ap.add_argument("--choices-from", type=Path, default=None,
+                    help="skip the selection run: test the choices recorded in "
+                         "DIR/d{d}/s{s}/result.json by an earlier run with the same recipe, "
+                         "seed and overrides (with --final retrain: train on the papers' "
+                         "split and score the test split at those steps)")
     ap.add_argument("--curve", action="store_true",
                     help="train nothing: validation AP and test AUPRC at every scored stage "
                          "(the test column is read after the fact and chooses nothing)")
     args = ap.parse_args()
     from shortrun.train.config import resolve
 
+    if args.choices_from is not None and args.final == "same":
+        raise SystemExit("--choices-from tests recorded choices on a retrained model; use it "
+                         "with --final retrain (--final same needs the selection run itself)")
     out = args.out or Path("runs") / f"{args.recipe.split('_')[0]}_anomaly_protocol"
     total = resolve(args.recipe, args.overrides).train.steps
     steps = sorted({max(1, round(total * (k + 1) / args.stages)) for k in range(args.stages)})
@@ -252,7 +304,7 @@ def main() -> None:
                     results.append(json.loads(done.read_text()))
                 continue
             results.append(one_seed(args.recipe, out, d, v, s, steps, args.overrides,
-                                    args.val_fraction, args.final))
+                                    args.val_fraction, args.final, args.choices_from))
     if not results:
         raise SystemExit(f"no finished seed under {out}: run without --collect first")
     seeds = sorted({r["seed"] for r in results})

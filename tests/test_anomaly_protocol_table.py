@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "lebm_anomaly_protocol.py"
 VARIANTS = ("joint", "joint_sigma", "tilt", "unweighted")
@@ -79,3 +81,42 @@ def test_curve_reads_every_scored_stage_of_the_selection_run(tmp_path):
     assert joint10.startswith("1.000 / ") and float(joint10.split(" / ")[1]) < 0.6
     assert tilt10.startswith("1.000 / ")
     assert rows[1].split(" | ")[3] == "1.000 / –"
+
+
+def _protocol_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lebm_anomaly_protocol", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_recorded_choices_are_read_back_only_for_the_settings_they_were_made_for(tmp_path):
+    """``--choices-from``: the choices of an earlier selection, checked against the recipe,
+    digit, validation digit, seed and overrides of this run."""
+    protocol = _protocol_module()
+    write_result(tmp_path, 7, 2, 0.5)
+    rec = json.loads((tmp_path / "d7" / "s2" / "result.json").read_text())
+    rec["overrides"] = ["train.threads=1"]
+    rec["variants"]["joint"].update(variant="joint", step=1500, sigma=0.3, val_auprc=0.8)
+    rec["variants"]["tilt"].update(variant="tilt", step=3000, sigma=None, val_auprc=0.6)
+    del rec["variants"]["joint_sigma"], rec["variants"]["unweighted"]
+    path = tmp_path / "d7" / "s2" / "result.json"
+    path.write_text(json.dumps(rec))
+    got = protocol.recorded_choices(path, "lebm_mnist_anomaly", 7, 8, 2, ["train.threads=1"])
+    assert got == {"joint": protocol.Choice("joint", 1500, 0.3, 0.8),
+                   "tilt": protocol.Choice("tilt", 3000, None, 0.6)}
+    with pytest.raises(SystemExit, match="seed"):
+        protocol.recorded_choices(path, "lebm_mnist_anomaly", 7, 8, 3, ["train.threads=1"])
+    with pytest.raises(SystemExit, match="overrides"):
+        protocol.recorded_choices(path, "lebm_mnist_anomaly", 7, 8, 2, [])
+    with pytest.raises(SystemExit, match="does not exist"):
+        protocol.recorded_choices(tmp_path / "nothing.json", "lebm_mnist_anomaly", 7, 8, 2, [])
+
+
+def test_choices_from_needs_a_retrained_final_model(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--choices-from", str(tmp_path),
+                           "--final", "same", "--out", str(tmp_path)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode != 0 and "--final retrain" in proc.stderr
