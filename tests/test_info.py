@@ -87,3 +87,16 @@ def test_torch_build_is_parsed_minimally(monkeypatch):
 def test_info_refuses_zero_threads(capsys):
     assert main(["info", "--threads", "0"]) == 2
     assert "--threads 0: use a count of 1 or more" in capsys.readouterr().err
+
+
+def test_the_deconv_lines_show_each_layers_measured_route(monkeypatch):
+    monkeypatch.delenv("SHORTRUN_ROUTE")
+    monkeypatch.delenv("SHORTRUN_ROUTE_DECONV", raising=False)
+    monkeypatch.setenv("SHORTRUN_ROUTE_CONV", "nhwc")
+    monkeypatch.setattr(info, "DECONV_SHAPES", (("tiny", "mnist28", 4, 4, 3),))
+    monkeypatch.setattr(routes, "measure", lambda name, fn: 2.0 if name == "conv" else 1.0)
+    assert info.deconv_routes() == [
+        "route deconv (tiny, first layer 4→16): gemm (measured conv 2e+06 µs, gemm 1e+06 µs)",
+        "route deconv (tiny, last layer 8→1): fold (measured conv 2e+06 µs, fold 1e+06 µs)"]
+    monkeypatch.setenv("SHORTRUN_ROUTE_DECONV", "conv")
+    assert {line.split(": ")[1] for line in info.deconv_routes()} == {"conv (pinned)"}

@@ -3,8 +3,8 @@
 Prints the CPU model and the flags the GEMM kernels dispatch on, torch's threads, torch's and
 NumPy's BLAS builds, a measured float32 GEMM peak (a 1024³ product through ``torch.mm``,
 oneDNN and NumPy, best of a few; about a second), whether bf16 is native (and its oneDNN peak
-where it is), and the route each family takes here (rbm, rbm_step, mlp, conv; issue 16,
-deliverable 1).
+where it is), and the route each family takes here (rbm, rbm_step, mlp, conv, deconv; issue
+16, deliverable 1).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ RBM_STEP_SHAPES = (("rbm_digits, PCD-1 centered 64×20, batch 50", 64, 20, 50,
 MLP_SHAPES = (("Langevin, 10,000 chains 2→128→128→1", 10_000, 2, 128, 2),)
 # the LEBM generator's chain step: (label, generator, nz, ngf, batch)
 CONV_SHAPES = (("lebm_svhn, batch 100", "svhn32", 100, 64, 100),)
+# the generators whose first and last layers take a deconv route: as CONV_SHAPES
+DECONV_SHAPES = (*CONV_SHAPES, ("lebm_mnist_anomaly, batch 100", "mnist28", 32, 16, 100))
 
 
 def torch_build() -> dict[str, str]:
@@ -154,6 +156,31 @@ def conv_routes() -> list[str]:
     return lines
 
 
+def deconv_routes() -> list[str]:
+    """The route of the LEBM generators' first and last layers (``deconv`` family), after the
+    layout settled: one generator forward plus the latent's gradient, as a chain step runs."""
+    from shortrun.models import fold_routes
+    from shortrun.models.lebm_nets import Generator
+
+    lines = []
+    for label, kind, nz, ngf, batch in DECONV_SHAPES:
+        with torch.random.fork_rng(devices=[]):
+            g = Generator(kind, nz, ngf, "auto")
+        z = torch.randn(batch, nz, generator=torch.Generator().manual_seed(0))
+        with torch.enable_grad():
+            z.requires_grad_(True)
+            torch.autograd.grad(g(z).sum(), z)
+        for layer in (m for m in g.modules() if isinstance(m, fold_routes.RoutedTransposedConv)):
+            which = "first" if isinstance(layer, fold_routes.LatentProjection) else "last"
+            for chosen in layer.__dict__.get("_routes", {}).values():
+                how = _how(fold_routes.FAMILY, chosen.key) if chosen.key else (
+                    "pinned" if routes.pinned_route(fold_routes.FAMILY, fold_routes.ROUTES)
+                    else "the only candidate")
+                lines.append(f"route deconv ({label}, {which} layer {layer.in_channels}→"
+                             f"{layer.out_channels}): {chosen.name} ({how})")
+    return lines
+
+
 def info_lines() -> list[str]:
     """Everything ``shortrun info`` prints, one ``name: value`` line each."""
     from shortrun.version import __version__
@@ -188,9 +215,10 @@ def info_lines() -> list[str]:
     if "oneDNN bf16" in peaks:
         lines.append(f"bf16 GEMM peak ({PEAK_N}³, {threads}): "
                      f"oneDNN {peaks['oneDNN bf16']:.0f} GFLOP/s")
-    lines += rbm_routes() + rbm_step_routes() + mlp_routes() + conv_routes()
+    lines += rbm_routes() + rbm_step_routes() + mlp_routes() + conv_routes() + deconv_routes()
     lines += [f"route cache: {routes.cache_path()} (safe to delete; SHORTRUN_ROUTE_RBM="
               "torch|onednn|numpy, SHORTRUN_ROUTE_RBM_STEP=torch|numpy, SHORTRUN_ROUTE_MLP="
-              "torch|onednn, SHORTRUN_ROUTE_CONV=nchw|nhwc pin one family; a second thread "
+              "torch|onednn, SHORTRUN_ROUTE_CONV=nchw|nhwc, SHORTRUN_ROUTE_DECONV=conv|fold|gemm "
+              "pin one family; a second thread "
               f"must win by {routes.THREAD_MARGIN:g}×)"]
     return lines
