@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import torch
@@ -82,6 +83,19 @@ def test_torch_build_is_parsed_minimally(monkeypatch):
         "onednn": "v3.12.0", "capability": "AVX2"}
     monkeypatch.setattr(torch.__config__, "show", lambda: "something else")
     assert set(info.torch_build().values()) == {"not reported"}
+
+
+def test_retime_drops_this_machines_cached_choices_first(capsys, monkeypatch):
+    monkeypatch.setattr(info, "PEAK_N", 64)
+    path = routes.cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({routes.machine_key(): {"a": {"name": "torch", "us": {}},
+                                                       "b": {"name": "numpy", "us": {}}}}))
+    assert main(["info", "--threads", "1", "--retime"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "route cache: dropped this machine's 2 cached choices; every route is " \
+        "timed afresh"
+    assert not {"a", "b"} & set(json.loads(path.read_text()).get(routes.machine_key(), {}))
 
 
 def test_info_refuses_zero_threads(capsys):

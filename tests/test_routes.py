@@ -55,6 +55,28 @@ def test_cache_round_trip(fake_timer):
     assert routes.remembered()[key] == entry
 
 
+def test_forgetting_this_machine_drops_its_choices_and_keeps_other_machines(fake_timer):
+    times, calls = fake_timer
+    assert _run_product() == "numpy"
+    path = routes.cache_path()
+    data = json.loads(path.read_text())
+    data["another CPU | torch 0"] = {"k": {"name": "torch", "us": {"torch": 1.0}}}
+    path.write_text(json.dumps(data))
+    routes.forget()
+    timed = len(calls)
+    times.update(torch=0.5)  # the machine changed since the choice was cached
+    assert _run_product() == "numpy" and len(calls) == timed  # the cache answers ...
+    assert routes.forget_machine() == 1
+    left = json.loads(path.read_text())
+    assert routes.machine_key() not in left and "another CPU | torch 0" in left
+    assert _run_product() == "torch" and len(calls) == timed + 3 * routes.ROUNDS  # ... timed
+    assert routes.forget_machine() == 1 and routes.forget_machine() == 0
+
+
+def test_forgetting_without_a_cache_file_writes_none(fake_timer):
+    assert routes.forget_machine() == 0 and not routes.cache_path().exists()
+
+
 def test_keys_separate_thread_counts_and_buckets():
     a = torch.rand(100, 64)
     keys = {products.route_key("rbm", a, torch.rand(64, 20), None),

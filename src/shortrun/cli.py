@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "BLAS/oneDNN, measured GEMM peak, bf16, the product routes (~1 s)")
     i.add_argument("--threads", type=int, default=None,
                    help="torch threads to measure with (default: torch's own)")
+    i.add_argument("--retime", action="store_true",
+                   help="drop this machine's cached route choices first, so that every route "
+                        "is timed afresh (for a choice measured while the machine was busy)")
     return p
 
 
@@ -253,6 +256,12 @@ def cmd_info(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise ConfigError(f"--threads {args.threads}: use a count of 1 or more")
         torch.set_num_threads(args.threads)
+    if args.retime:
+        from shortrun import routes
+
+        dropped = routes.forget_machine()
+        print(f"route cache: dropped this machine's {dropped} cached choice"
+              f"{'' if dropped == 1 else 's'}; every route is timed afresh", flush=True)
     for line in info_lines():
         print(line, flush=True)
     return 0

@@ -251,6 +251,34 @@ def _measure_all(key: str, candidates: dict[str, Callable[[], object]]) -> str:
     return best
 
 
+def forget_machine() -> int:
+    """Drop this machine's choices, in memory and in the cache file (the entries under
+    :func:`machine_key`; other machines' stay), so every route is timed afresh at its next
+    use; returns how many the file held. For a choice measured while the machine was busy: a
+    race that found a second thread no faster keeps one thread for every later process, and a
+    watched route re-times itself only when it turns slow, never when a rejected candidate
+    would have become faster (bench/README, the session-34 runs). ``shortrun info --retime``."""
+    global _disk
+    MEMO.clear()
+    _memory.clear()
+    _disk = None
+    path = cache_path()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a corrupt file is dropped below in any case
+        data = _load_file()
+    dropped = data.pop(machine_key(), {})
+    if path.exists():
+        try:
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".routes-", suffix=".json")
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise ConfigError(f"cannot rewrite the route cache {path} ({exc}); delete the file "
+                              "by hand (it is safe to delete)") from exc
+    return len(dropped)
+
+
 def recorded_seconds(key: str) -> float | None:
     """The measured time of ``key``'s chosen route (None when it was not measured)."""
     entry = _memory.get(key)
