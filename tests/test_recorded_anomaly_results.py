@@ -12,7 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-PROTOCOL_DIRS = ("lebm_anomaly_protocol", "lebm_anomaly_protocol_6000", "lebm_anomaly_retrain",
+RETRAINED_DIRS = ("lebm_anomaly_retrain", "damc_anomaly_retrain")
+PROTOCOL_DIRS = ("lebm_anomaly_protocol", "lebm_anomaly_protocol_6000", *RETRAINED_DIRS,
                  "damc_anomaly_protocol", "damc_anomaly_protocol_langevin")
 KEYS = ("recipe", "digit", "val_digit", "seed", "final", "overrides", "machine", "variants",
         "prevalence", "auprc_trapezoid_worst")
@@ -36,8 +37,9 @@ def test_each_kept_result_names_its_protocol_and_lies_between_worst_and_perfect(
                 path, name)
 
 
-def test_retrained_results_were_retrained_and_test_the_recorded_choices():
-    files = kept("lebm_anomaly_retrain")
+@pytest.mark.parametrize("directory", RETRAINED_DIRS)
+def test_retrained_results_were_retrained_and_test_the_recorded_choices(directory):
+    files = kept(directory)
     assert files
     for path in files:
         rec = json.loads(path.read_text())
