@@ -195,12 +195,17 @@ def _write_disk(key: str, entry: dict) -> None:
             warnings.simplefilter("ignore")  # the one warning was given on the first read
             data = _load_file()
         data.setdefault(machine_key(), {})[key] = entry
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".routes-", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
+        _replace_file(path, data)
     except OSError:
         pass
+
+
+def _replace_file(path: Path, data: dict[str, dict]) -> None:
+    """Write ``data`` as the cache file in one atomic replace (a reader never sees half)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".routes-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
 
 
 def choose(key: str, candidates: dict[str, Callable[[], object]]) -> str:
@@ -258,10 +263,7 @@ def forget_machine() -> int:
     race that found a second thread no faster keeps one thread for every later process, and a
     watched route re-times itself only when it turns slow, never when a rejected candidate
     would have become faster (bench/README, the session-34 runs). ``shortrun info --retime``."""
-    global _disk
-    MEMO.clear()
-    _memory.clear()
-    _disk = None
+    forget()
     path = cache_path()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a corrupt file is dropped below in any case
@@ -269,10 +271,7 @@ def forget_machine() -> int:
     dropped = data.pop(machine_key(), {})
     if path.exists():
         try:
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".routes-", suffix=".json")
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, indent=1, sort_keys=True)
-            os.replace(tmp, path)
+            _replace_file(path, data)
         except OSError as exc:
             raise ConfigError(f"cannot rewrite the route cache {path} ({exc}); delete the file "
                               "by hand (it is safe to delete)") from exc
