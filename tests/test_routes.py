@@ -51,7 +51,8 @@ def test_cache_round_trip(fake_timer):
     data = json.loads(routes.cache_path().read_text())
     [(key, entry)] = data[routes.machine_key()].items()
     assert key == "rbm|float32|threads=1|128x64x32|NN|bias"
-    assert entry == {"name": "numpy", "us": {"numpy": 1e6, "onednn": 2e6, "torch": 3e6}}
+    assert entry == {"name": "numpy", "us": {"numpy": 1e6, "onednn": 2e6, "torch": 3e6},
+                     "races": 1}
     assert routes.remembered()[key] == entry
 
 
@@ -197,10 +198,83 @@ def test_a_route_running_far_over_its_record_is_measured_again_once(monkeypatch)
     _call_sampled(chosen, 3.5, monkeypatch)
     assert chosen.remeasured and chosen.name == "slow"
     entry = json.loads(routes.cache_path().read_text())[routes.machine_key()]["test|key"]
-    assert entry == {"name": "slow", "us": {"fast": 9e6, "slow": 2e6}}
+    assert entry == {"name": "slow", "us": {"fast": 9e6, "slow": 2e6}, "races": 1}
     timed = len(calls)
     _call_sampled(chosen, 100.0, monkeypatch, 2 * routes.SLOW_SAMPLES)
     assert len(calls) == timed + 2 * routes.SLOW_SAMPLES  # only the calls: no second re-measure
+
+
+# --- the second race of a provisional choice ----------------------------------------------
+
+def _call_until_confirmed(chosen, monkeypatch):
+    """Calls up to the :data:`routes.CONFIRM_AFTER`-th, the sampled ones observed at 1 s."""
+    while chosen.calls < routes.CONFIRM_AFTER:
+        _clock(monkeypatch, [0.0, 1.0])
+        assert chosen(7) == 7
+
+
+def test_a_choice_one_race_made_races_again_and_keeps_each_candidates_lower_time(monkeypatch):
+    times = {"fast": 3.0, "slow": 2.0}  # "fast" was slowed by load during the first race
+    chosen, calls = _watched(monkeypatch, times)
+    assert chosen.name == "slow" and chosen.provisional
+    times.update(fast=1.0, slow=4.0)  # the load moved to "slow" in the second race
+    chosen.calls = routes.CONFIRM_AFTER - 2
+    _call_until_confirmed(chosen, monkeypatch)
+    assert chosen.name == "fast" and not chosen.provisional and chosen.expected == 1.0
+    entry = json.loads(routes.cache_path().read_text())[routes.machine_key()]["test|key"]
+    assert entry == {"name": "fast", "us": {"fast": 1e6, "slow": 2e6}, "races": 2}
+    timed = len(calls)
+    chosen.calls = 0
+    _call_until_confirmed(chosen, monkeypatch)
+    assert len(calls) == timed + routes.CONFIRM_AFTER  # only the calls: no third race
+
+
+def test_no_second_race_before_the_confirming_call(monkeypatch):
+    times = {"fast": 3.0, "slow": 2.0}
+    chosen, _ = _watched(monkeypatch, times)
+    times.update(fast=1.0)
+    chosen.calls = 0
+    for _ in range(routes.CONFIRM_AFTER - 1):
+        _clock(monkeypatch, [0.0, 1.0])
+        chosen(7)
+    assert chosen.name == "slow" and chosen.provisional
+
+
+def test_a_settled_entry_is_not_raced_again_in_a_new_process(monkeypatch):
+    times = {"fast": 1.0, "slow": 2.0}
+    chosen, _ = _watched(monkeypatch, times)
+    chosen.calls = routes.CONFIRM_AFTER - 2
+    _call_until_confirmed(chosen, monkeypatch)
+    routes.forget()  # a new process: the cache file answers with the settled entry
+    times.update(fast=9.0)
+    again, _ = _watched(monkeypatch, times)
+    assert again.name == "fast" and not again.provisional
+
+
+def test_an_entry_cached_before_races_were_counted_is_raced_once_more(monkeypatch):
+    path = routes.cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({routes.machine_key(): {
+        "test|key": {"name": "slow", "us": {"fast": 3e6, "slow": 2e6}}}}))
+    routes.forget()
+    times = {"fast": 1.0, "slow": 2.0}
+    chosen, _ = _watched(monkeypatch, times)
+    assert chosen.name == "slow" and chosen.provisional
+    chosen.calls = routes.CONFIRM_AFTER - 2
+    _call_until_confirmed(chosen, monkeypatch)
+    assert chosen.name == "fast"
+    assert routes.remembered()["test|key"]["races"] == 2
+
+
+def test_an_unwatched_route_is_never_raced_again(monkeypatch):
+    monkeypatch.setattr(routes, "measure", lambda name, fn: (fn(), {"a": 2.0, "b": 1.0}[name])[1])
+    name = routes.choose("test|unwatched", {"a": lambda: 0, "b": lambda: 0})
+    chosen = routes.Chosen(name, {"a": lambda x: x, "b": lambda x: x}, "test|unwatched",
+                           watch=False)
+    _clock(monkeypatch, [])  # any reading of the clock fails
+    for _ in range(routes.CONFIRM_AFTER + routes.SAMPLE_EVERY):
+        chosen(7)
+    assert not chosen.provisional and chosen.name == "b"
 
 
 def test_a_normal_sample_resets_the_slow_count(monkeypatch):

@@ -9,7 +9,7 @@ thread count, product family and shape bucket. The cache only ever holds a *choi
 routes that all passed the same float64 cross-check*, so deleting or corrupting it costs a
 re-measurement, never correctness; a corrupt file is ignored with one warning.
 
-Four things keep a choice honest on a shared, loaded machine (issue 16, deliverables 3-4):
+Five things keep a choice honest on a shared, loaded machine (issue 16, deliverables 3-4):
 each candidate's time is the *median* of its repetitions (what a call typically costs, not the
 luckiest one); the candidates are timed in :data:`ROUNDS` interleaved rounds and each keeps its
 median round, so a burst of load during one candidate's turn does not decide the choice; a
@@ -18,7 +18,13 @@ candidate running on more threads wins only when it beats the best one-thread ca
 the other cores are busy: ``rbm_digits`` took 66 s at 2 threads against 9.3 s at one); and a
 chosen route is watched (:class:`Chosen`): every :data:`SAMPLE_EVERY`-th call is timed, and
 after :data:`SLOW_SAMPLES` samples in a row over :data:`SLOW_FACTOR` × the recorded time the
-candidates are timed once more and the cache entry replaced.
+candidates are timed once more and the cache entry replaced; and a choice that one race made
+is provisional: once a watched route has served :data:`CONFIRM_AFTER` calls (a hot product,
+worth a second look) the candidates race again and each keeps the lower of its two times
+(load only ever slows a candidate down), so one burst of a neighbour's load during the first
+race cannot fix a losing route in the cache for every later process (session 34: the Langevin
+pass kept one thread at 0.83× the plain loop's two). The entry records ``races``; an entry
+with :data:`RACES` of them is settled.
 
 Families and their routes (:data:`FAMILIES`): ``rbm`` (torch|onednn|numpy, the RBM GEMMs,
 :mod:`shortrun.products`), ``mlp`` (torch|onednn, the MLP energy's fast pass,
@@ -60,6 +66,8 @@ THREAD_MARGIN = 1.25
 SAMPLE_EVERY = 64  # a watched route times one call in this many
 SLOW_FACTOR = 3.0  # a sampled call this many times over the recorded time is slow ...
 SLOW_SAMPLES = 3  # ... and this many slow samples in a row trigger one re-measurement
+CONFIRM_AFTER = 4 * SAMPLE_EVERY  # a watched route called this often races once more ...
+RACES = 2  # ... until its entry merges this many races
 FIXED = "fixed"  # pinned_route's answer for a family the global pin names no route of
 FAMILIES: dict[str, tuple[str, ...]] = {"rbm": ("torch", "onednn", "numpy"),
                                         "mlp": ("torch", "onednn"),
@@ -227,9 +235,12 @@ def thread_pool(name: str) -> str:
     return "blas" if name.startswith("numpy") else "torch"
 
 
-def _measure_all(key: str, candidates: dict[str, Callable[[], object]]) -> str:
+def _measure_all(key: str, candidates: dict[str, Callable[[], object]],
+                 previous: dict | None = None) -> str:
     """Time every candidate in :data:`ROUNDS` interleaved rounds (one :func:`measure` block
-    per candidate per round) and keep the fastest by its median block; remember it.
+    per candidate per round) and keep the fastest by its median block; remember it. With
+    ``previous`` (the entry of an earlier race of the same key) each candidate keeps the lower
+    of its two times and the entry counts one race more (the module docstring's fifth rule).
 
     Candidates on different thread pools are timed pool by pool, each pool's rounds after
     :data:`SETTLE_S` of idleness when more than one thread runs: OpenBLAS's workers keep
@@ -248,8 +259,15 @@ def _measure_all(key: str, candidates: dict[str, Callable[[], object]]) -> str:
             for name in names:
                 blocks[name].append(measure(name, candidates[name]))
     times = {name: sorted(ts)[(len(ts) - 1) // 2] for name, ts in blocks.items()}
+    races = 1
+    if previous is not None:
+        before = previous.get("us", {})
+        times = {n: min(t, before[n] / 1e6) if isinstance(before.get(n), (int, float)) else t
+                 for n, t in times.items()}
+        races += races_of(previous)
     best = pick(times)
-    entry = {"name": best, "us": {n: round(t * 1e6, 1) for n, t in times.items()}}
+    entry = {"name": best, "us": {n: round(t * 1e6, 1) for n, t in times.items()},
+             "races": races}
     _memory[key] = entry
     _read_disk()[key] = entry
     _write_disk(key, entry)
@@ -259,10 +277,10 @@ def _measure_all(key: str, candidates: dict[str, Callable[[], object]]) -> str:
 def forget_machine() -> int:
     """Drop this machine's choices, in memory and in the cache file (the entries under
     :func:`machine_key`; other machines' stay), so every route is timed afresh at its next
-    use; returns how many the file held. For a choice measured while the machine was busy: a
-    race that found a second thread no faster keeps one thread for every later process, and a
-    watched route re-times itself only when it turns slow, never when a rejected candidate
-    would have become faster (bench/README, the session-34 runs). ``shortrun info --retime``."""
+    use; returns how many the file held. For choices made while the machine was busy: a
+    settled entry (two races) is not raced again, and a watched route re-times itself only
+    when it turns slow, never when a rejected candidate would have become faster (bench/README,
+    the session-34 runs). ``shortrun info --retime``."""
     forget()
     path = cache_path()
     with warnings.catch_warnings():
@@ -276,6 +294,12 @@ def forget_machine() -> int:
             raise ConfigError(f"cannot rewrite the route cache {path} ({exc}); delete the file "
                               "by hand (it is safe to delete)") from exc
     return len(dropped)
+
+
+def races_of(entry: dict | None) -> int:
+    """How many races an entry's times merge (1 for the entries cached before it counted)."""
+    races = (entry or {}).get("races", 1)
+    return races if isinstance(races, int) and races > 0 else 1
 
 
 def recorded_seconds(key: str) -> float | None:
@@ -294,22 +318,30 @@ class Chosen:
     cannot be repeated on their arguments), every :data:`SAMPLE_EVERY`-th call is timed;
     :data:`SLOW_SAMPLES` samples in a row over :data:`SLOW_FACTOR` × the recorded time (a
     choice cached while the machine was idle, or measured while it was loaded) re-time every
-    candidate on that call's arguments, once per process, and replace the cached choice. The
-    re-measured route passed the same cross-check (it is one of ``impls``), so switching
-    changes only the summation order.
+    candidate on that call's arguments, once per process, and replace the cached choice. A
+    watched route whose entry merges fewer than :data:`RACES` races is raced once more on the
+    arguments of its :data:`CONFIRM_AFTER`-th call (:meth:`confirm`). Every re-timed route
+    passed the same cross-check (it is one of ``impls``), so switching changes only the
+    summation order.
     """
 
-    __slots__ = ("name", "fn", "impls", "key", "expected", "calls", "slow", "remeasured")
+    __slots__ = ("name", "fn", "impls", "key", "expected", "calls", "slow", "remeasured",
+                 "provisional")
 
     def __init__(self, name: str, impls: dict[str, Callable[..., object]],
                  key: str | None = None, watch: bool = True) -> None:
         self.name, self.fn, self.impls, self.key = name, impls[name], impls, key
         self.expected = recorded_seconds(key) if key is not None and watch else None
         self.calls, self.slow, self.remeasured = 0, 0, False
+        self.provisional = (self.expected is not None
+                            and races_of(_memory.get(key)) < RACES)  # type: ignore[arg-type]
 
     def __call__(self, *args: object) -> object:
         self.calls += 1  # also tells the Trainer which routes a step used
         if self.expected is None or self.calls % SAMPLE_EVERY:
+            return self.fn(*args)
+        if self.provisional and self.calls >= CONFIRM_AFTER:
+            self.confirm(args)
             return self.fn(*args)
         t0 = time.perf_counter()
         out = self.fn(*args)
@@ -322,10 +354,21 @@ class Chosen:
         self.slow = self.slow + 1 if seconds > SLOW_FACTOR * self.expected else 0
         if self.slow < SLOW_SAMPLES:
             return
-        self.name = _measure_all(self.key, {n: (lambda f=f: f(*args))
-                                            for n, f in self.impls.items()})
+        self.name = _measure_all(self.key, self._calls_on(args))
         self.fn = self.impls[self.name]
         self.expected, self.remeasured = None, True  # once per process: no re-measure loops
+
+    def confirm(self, args: tuple) -> None:
+        """Race the candidates once more on ``args`` and merge the times with the first
+        race's (:func:`_measure_all` with ``previous``); the route may change."""
+        assert self.key is not None
+        self.provisional = False
+        self.name = _measure_all(self.key, self._calls_on(args), previous=_memory.get(self.key))
+        self.fn = self.impls[self.name]
+        self.expected = recorded_seconds(self.key)
+
+    def _calls_on(self, args: tuple) -> dict[str, Callable[[], object]]:
+        return {n: (lambda f=f: f(*args)) for n, f in self.impls.items()}
 
 
 def choose_route(key: str, impls: dict[str, Callable[..., object]], *args: object) -> Chosen:
