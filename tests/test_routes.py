@@ -266,6 +266,20 @@ def test_an_entry_cached_before_races_were_counted_is_raced_once_more(monkeypatc
     assert routes.remembered()["test|key"]["races"] == 2
 
 
+def test_a_route_whose_key_another_route_settled_takes_that_choice_without_racing(monkeypatch):
+    times = {"fast": 3.0, "slow": 2.0}
+    first, calls = _watched(monkeypatch, times)
+    second = routes.Chosen(first.name, first.impls, "test|key")  # a nearby shape, same bucket
+    times.update(fast=1.0)
+    first.calls = routes.CONFIRM_AFTER - 2
+    _call_until_confirmed(first, monkeypatch)
+    monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("raced a third time"))
+    second.calls = routes.CONFIRM_AFTER - 2
+    _call_until_confirmed(second, monkeypatch)
+    assert second.name == "fast" and not second.provisional and second.expected == 1.0
+    assert routes.remembered()["test|key"]["races"] == 2
+
+
 def test_an_unwatched_route_is_never_raced_again(monkeypatch):
     monkeypatch.setattr(routes, "measure", lambda name, fn: (fn(), {"a": 2.0, "b": 1.0}[name])[1])
     name = routes.choose("test|unwatched", {"a": lambda: 0, "b": lambda: 0})

@@ -22,9 +22,9 @@ candidates are timed once more and the cache entry replaced; and a choice that o
 is provisional: once a watched route has served :data:`CONFIRM_AFTER` calls (a hot product,
 worth a second look) the candidates race again and each keeps the lower of its two times
 (load only ever slows a candidate down), so one burst of a neighbour's load during the first
-race cannot fix a losing route in the cache for every later process (session 34: the Langevin
-pass kept one thread at 0.83× the plain loop's two). The entry records ``races``; an entry
-with :data:`RACES` of them is settled.
+race cannot fix a losing route in the cache for every later process (session 34, on an AMD EPYC
+of cpu family 25 model 17: the Langevin pass kept one thread at 0.83× the plain loop's two).
+The entry records ``races``; an entry with :data:`RACES` of them is settled.
 
 Families and their routes (:data:`FAMILIES`): ``rbm`` (torch|onednn|numpy, the RBM GEMMs,
 :mod:`shortrun.products`), ``mlp`` (torch|onednn, the MLP energy's fast pass,
@@ -354,28 +354,37 @@ class Chosen:
         self.slow = self.slow + 1 if seconds > SLOW_FACTOR * self.expected else 0
         if self.slow < SLOW_SAMPLES:
             return
-        self.name = _measure_all(self.key, self._calls_on(args))
+        self.name = _measure_all(self.key, _calls_on(self.impls, args))
         self.fn = self.impls[self.name]
         self.expected, self.remeasured = None, True  # once per process: no re-measure loops
 
     def confirm(self, args: tuple) -> None:
         """Race the candidates once more on ``args`` and merge the times with the first
-        race's (:func:`_measure_all` with ``previous``); the route may change."""
+        race's (:func:`_measure_all` with ``previous``); the route may change. Several routes
+        share a key (nearby shapes fall in one bucket): when another one settled the entry
+        first, this one takes its choice instead of racing a third time."""
         assert self.key is not None
         self.provisional = False
-        self.name = _measure_all(self.key, self._calls_on(args), previous=_memory.get(self.key))
+        entry = _memory.get(self.key)
+        if races_of(entry) >= RACES and entry["name"] in self.impls:  # type: ignore[index]
+            self.name = entry["name"]  # type: ignore[index]
+        else:
+            self.name = _measure_all(self.key, _calls_on(self.impls, args), previous=entry)
         self.fn = self.impls[self.name]
         self.expected = recorded_seconds(self.key)
 
-    def _calls_on(self, args: tuple) -> dict[str, Callable[[], object]]:
-        return {n: (lambda f=f: f(*args)) for n, f in self.impls.items()}
+
+def _calls_on(impls: dict[str, Callable[..., object]],
+              args: tuple) -> dict[str, Callable[[], object]]:
+    """Each of ``impls`` as a call without arguments, on ``args`` (what the races time)."""
+    return {n: (lambda f=f: f(*args)) for n, f in impls.items()}
 
 
 def choose_route(key: str, impls: dict[str, Callable[..., object]], *args: object) -> Chosen:
     """:func:`choose` among ``impls`` called on ``args``, as a watched :class:`Chosen`."""
     if len(impls) == 1:
         return Chosen(next(iter(impls)), impls)
-    name = choose(key, {n: (lambda f=f: f(*args)) for n, f in impls.items()})
+    name = choose(key, _calls_on(impls, args))
     return Chosen(name, impls, key)
 
 
