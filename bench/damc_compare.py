@@ -23,6 +23,9 @@ long as N of the 2020 prior's); ``--task anomaly`` times the anomaly recipes
 (``lebm_mnist_anomaly`` vs ``damc_mnist_anomaly``), which is how the DAMC anomaly runs got
 their equal-time length (bench/lebm_anomaly_protocol.py trains and scores those).
 
+``--damc-set KEY=VALUE`` changes the DAMC side only (a cheaper DAMC: shorter chains from the
+amortizer's start); such runs belong in their own ``--out``.
+
 ``--steps N`` compares at the same number of iterations instead (no calibration; a finished
 run is reused only if it has exactly N), which separates what the method does per iteration
 from what it costs; ``--recipes langevin`` (or ``damc``) trains and evaluates one side only.
@@ -126,10 +129,15 @@ def pictures(runs: dict[str, Path], out: Path, same: str, n_recon: int = 10,
     return mse
 
 
+def side_overrides(side: str, args: argparse.Namespace) -> list[str]:
+    """``--set`` for both sides, then ``--damc-set`` for the DAMC side only."""
+    return args.overrides + (args.damc_overrides if side == "damc" else [])
+
+
 def calibrate_only(recipes: dict[str, str], args: argparse.Namespace) -> None:
     """Print the two recipes' seconds per iteration, timed in this process, and the iteration
     counts of equal wall-clock time."""
-    cost = {k: seconds_per_iteration(r, args.overrides, args.calibrate, args.threads)
+    cost = {k: seconds_per_iteration(r, side_overrides(k, args), args.calibrate, args.threads)
             for k, r in recipes.items()}
     ratio = cost["damc"] / cost["langevin"]
     print(f"s/iteration over {args.calibrate} iterations: "
@@ -168,6 +176,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--set", dest="overrides", action="append", default=[],
                     help="extra KEY=VALUE for both recipes (e.g. data.n_train=10000)")
+    ap.add_argument("--damc-set", dest="damc_overrides", action="append", default=[],
+                    help="extra KEY=VALUE for the DAMC recipe only (e.g. model.post_steps=10); "
+                         "give such runs their own --out, since finished runs are reused by "
+                         "seed and length")
     ap.add_argument("--metrics", default="fd,mse",
                     help="fd needs the MNIST classifier extractor (shortrun train "
                          "classifier_mnist --out runs/features/mnist, or --set eval.extractor=RUN)")
@@ -203,7 +215,7 @@ def main() -> None:
     if args.steps is not None:
         steps = {k: args.steps for k in sides}
     else:
-        cost = {k: seconds_per_iteration(RECIPES[k], args.overrides, args.calibrate,
+        cost = {k: seconds_per_iteration(RECIPES[k], side_overrides(k, args), args.calibrate,
                                          args.threads) for k in sides}
         steps = {k: max(1, int(args.budget_s / c)) for k, c in cost.items()}
         ratio = (f" (ratio {cost['damc'] / cost['langevin']:.2f})"
@@ -226,7 +238,7 @@ def main() -> None:
             run = done[0].parent if done else args.out / f"s{seed}_{k}_{steps[k]}"
             first.setdefault(k, run)
             res[k].append(train_and_eval(RECIPES[k], run, seed, steps[k], args.threads,
-                                         args.overrides, metrics))
+                                         side_overrides(k, args), metrics))
         print(f"| {seed} | " + " | ".join(f"{res[k][-1][m]:.5g}" for m in metrics
                                           for k in sides) + " |")
     print("| mean ± std | " + " | ".join(mean_std([r[m] for r in res[k]])

@@ -80,3 +80,22 @@ def test_calibrate_only_anomaly_pair(tmp_path, data_dir):
 
     refused = compare(*args, data_dir=data_dir)
     assert refused.returncode == 2 and "lebm_anomaly_protocol.py" in refused.stderr
+
+
+def test_damc_set_changes_the_damc_side_only(tmp_path, data_dir):
+    """``--damc-set`` reaches the DAMC run's recorded config and not the 2020 prior's, so a
+    cheaper DAMC (shorter chains from the amortizer) is compared against the recipe as
+    shipped."""
+    import yaml
+
+    runs = tmp_path / "runs"
+    done = compare("--seeds", "1", "--steps", "1", "--metrics", "mse",
+                   "--set", "data.n_train=300", "--set", "eval.n_samples=16",
+                   "--set", "model.eval_post_steps=1", "--damc-set", "model.post_steps=3",
+                   "--damc-set", "model.damc_noise_chains=false", "--out", str(runs),
+                   data_dir=data_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    model = {side: yaml.safe_load((runs / f"s1_{side}_1" / "config.yaml").read_text())["model"]
+             for side in ("langevin", "damc")}
+    assert model["damc"]["post_steps"] == 3 and model["damc"]["damc_noise_chains"] is False
+    assert model["langevin"]["post_steps"] == 20

@@ -199,3 +199,14 @@ def test_text_model_amortizer_encodes_token_ids_and_trains():
     assert any(not torch.equal(a, b) for a, b in zip(before, m.damc.amortizer.parameters(),
                                                      strict=True))
     assert m.sample(3).shape == (3, 8)
+
+
+def test_damc_mnist_short_is_damc_mnist_with_the_measured_overrides():
+    """docs/damc.md's equal-budget runs were ``damc_mnist`` with these three overrides
+    (bench/damc_compare.py --damc-set); the shipped recipe must be exactly that run."""
+    short = resolve("damc_mnist_short")
+    measured = resolve("damc_mnist", ["model.post_steps=10", "model.damc_noise_chains=false",
+                                      "train.steps=1850"])
+    assert short.model == measured.model and short.train == measured.train
+    assert short.data == measured.data and short.eval == measured.eval
+    assert (short.model.post_steps, short.model.damc_noise_chains) == (10, False)
