@@ -12,7 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-RETRAINED_DIRS = ("lebm_anomaly_retrain", "damc_anomaly_retrain", "damc_short_anomaly_retrain")
+RETRAINED_DIRS = ("lebm_anomaly_retrain", "damc_anomaly_retrain", "damc_short_anomaly_retrain",
+                  "damc_2020_settings_anomaly_retrain")
 PROTOCOL_DIRS = ("lebm_anomaly_protocol", "lebm_anomaly_protocol_6000", *RETRAINED_DIRS,
                  "damc_anomaly_protocol", "damc_anomaly_protocol_langevin")
 KEYS = ("recipe", "digit", "val_digit", "seed", "final", "overrides", "machine", "variants",
