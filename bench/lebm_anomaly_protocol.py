@@ -12,7 +12,7 @@ over 3 seeds):
    checkpoint (and for ``joint_sigma`` the σ′ of the reconstruction term) with the best
    validation AP. The test split is never read here.
 3. **Test** (``--final retrain``, the default): ``OUT/d{d}/s{s}/final`` trains the recipe on
-   the papers' training split (no digit removed but ``d``), stopping at the chosen steps; at
+   the full training split (no digit removed but ``d``), stopping at the chosen steps; at
    each, the test terms are scored once and every variant chosen at that step is applied.
    ``--final same`` scores the test split with the selection run itself (half the training,
    but that model never saw digit ``v``, which the test counts as normal).
@@ -23,11 +23,19 @@ AUPRC of the fixed-form scores: a learning curve read after the fact, which choo
 
 ``--choices-from DIR`` skips the selection run and tests the choices an earlier run recorded
 in ``DIR/d{d}/s{s}/result.json`` (made on validation; recipe, digits, seed and overrides must
-match). With ``--final retrain`` this adds the papers' training split to seeds that were
+match). With ``--final retrain`` this adds the full training split to seeds that were
 tested with ``--final same``.
 
 Finished stages are reused: a rerun only computes what is missing. The split is
-``data.anomaly_split`` of the recipe (``pooled``) unless ``--set data.anomaly_split=zenati``.
+``data.anomaly_split`` of the recipe: ``pooled``, Zenati et al.'s protocol as their paper
+describes it (one permutation of ``[train, test]``), which is *not* the split their loader
+produces; ``--set data.anomaly_split=zenati`` gives the loader's split bit for bit, the one the
+papers' numbers were measured on (:mod:`shortrun.data.anomaly_split`).
+
+Each ``result.json`` carries ``provenance``: the commit (with a dirty flag), CPU and threads of
+the scoring process and of every training session of the runs it read (from each run's
+``provenance.json``, see :mod:`shortrun.train.provenance`), each run's ``train.threads``, and
+this machine's route choices.
 ``--recipe damc_mnist_anomaly`` runs the same protocol on the diffusion-amortized prior (Yu et
 al. 2023, issue 19; out ``runs/damc_anomaly_protocol``), whose posterior chains start from the
 amortizer's draws (100 diffusion steps); a 4-step run that scored one stage took 9 min on the
@@ -164,7 +172,8 @@ def final_test(recipe: str, out: Path, digit: int, val_digit: int, seed: int, se
                base: list[str], final: str, choices: dict[str, Choice], extra: dict) -> dict:
     """Score the test split once per chosen step (step 3 of the module docstring) and write
     ``result.json``."""
-    test_run = (out / f"d{digit}" / f"s{seed}" / ("select" if final == "same" else "final"))
+    here = out / f"d{digit}" / f"s{seed}"
+    test_run = here / ("select" if final == "same" else "final")
     result: dict = {"recipe": recipe, "digit": digit, "val_digit": val_digit, "seed": seed,
                     "final": final, "overrides": sets, "machine": machine_line(), **extra,
                     "variants": {}}
@@ -180,8 +189,49 @@ def final_test(recipe: str, out: Path, digit: int, val_digit: int, seed: int, se
             s = variant_scores(terms, c.variant, c.sigma)
             result["variants"][c.variant] = {**c.as_dict(), "test_auprc": auprc(s, labels),
                                               "test_auprc_trapezoid": auprc_trapezoid(s, labels)}
-    (out / f"d{digit}" / f"s{seed}" / "result.json").write_text(json.dumps(result, indent=1))
+    runs = {"select": here / "select", "final": here / "final"}
+    result["provenance"] = provenance({k: r for k, r in runs.items() if r.is_dir()})
+    (here / "result.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+SCORING_KEYS = ("time_utc", "shortrun", "git", "torch", "cpu", "cpu_signature", "cpu_count",
+                "torch_threads", "argv")
+TRAINING_KEYS = ("event", "step", "time_utc", "git", "cpu", "cpu_signature", "torch_threads",
+                 "routes")
+
+
+def provenance(runs: dict[str, Path]) -> dict:
+    """How a result was made: ``scoring`` (this process: commit and dirty flag, CPU, threads,
+    command line; :func:`shortrun.train.provenance.provenance_entry`), ``training`` (per run,
+    its ``train.threads`` and the entries its ``provenance.json`` recorded at each start and
+    resume) and ``routes`` (this machine's route choices in the route cache after training)."""
+    from shortrun.train.provenance import PROVENANCE, provenance_entry
+
+    scoring = provenance_entry(step=-1)
+    training = {}
+    for name, run in runs.items():
+        path = run / PROVENANCE
+        entries = json.loads(path.read_text()) if path.is_file() else []
+        training[name] = {"train_threads": read_config(run).train.threads,
+                          "sessions": [{k: e[k] for k in TRAINING_KEYS if k in e}
+                                       for e in entries]}
+    return {"scoring": {k: scoring[k] for k in SCORING_KEYS}, "training": training,
+            "routes": route_choices()}
+
+
+def route_choices() -> dict:
+    """This machine's entries of the route cache (key -> chosen route, threads, time), which
+    every process on this machine reuses; ``{}`` when there is none."""
+    try:
+        from shortrun import routes
+    except ImportError:  # a build without measured routes
+        return {}
+    path = routes.cache_path()
+    try:
+        return json.loads(path.read_text()).get(routes.machine_key(), {})
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 CURVE_VARIANTS = ("joint", "tilt", "unweighted")
@@ -211,6 +261,13 @@ def curve(out: Path, digit: int, seed: int) -> list[str]:
         pairs = [f"{a} / {b}" for a, b in zip(*cells, strict=True)]
         rows.append(f"| {digit} | {seed} | {step} | " + " | ".join(pairs) + " |")
     return rows
+
+
+def split_of(recipe: str, overrides: list[str]) -> str:
+    """The ``data.anomaly_split`` a run of ``recipe`` with ``overrides`` used."""
+    from shortrun.train.config import resolve
+
+    return str(resolve(recipe, list(overrides)).data.anomaly_split)
 
 
 def mean_std(values: list[float]) -> str:
@@ -269,8 +326,8 @@ def main() -> None:
     ap.add_argument("--choices-from", type=Path, default=None,
                     help="skip the selection run: test the choices recorded in "
                          "DIR/d{d}/s{s}/result.json by an earlier run with the same recipe, "
-                         "seed and overrides (with --final retrain: train on the papers' "
-                         "split and score the test split at those steps)")
+                         "seed and overrides (with --final retrain: train on the full "
+                         "training split and score the test split at those steps)")
     ap.add_argument("--curve", action="store_true",
                     help="train nothing: validation AP and test AUPRC at every scored stage "
                          "(the test column is read after the fact and chooses nothing)")
@@ -311,11 +368,14 @@ def main() -> None:
     if args.collect:
         finals = sorted({r.get("final", "not recorded") for r in results})
         where = sorted({r.get("machine", "not recorded") for r in results})
+        splits = sorted({split_of(r["recipe"], r.get("overrides", [])) for r in results})
         header = (f"Recipe `{args.recipe}`, collected from {out}/d*/s*/result.json; seeds "
-                  f"{seeds}; final: {', '.join(finals)}; machines: {'; '.join(where)}.")
+                  f"{seeds}; split: {', '.join(splits)}; final: {', '.join(finals)}; "
+                  f"machines: {'; '.join(where)}.")
     else:
         header = (f"Recipe `{args.recipe}` {' '.join(args.overrides)}; checkpoints {steps}; "
-                  f"seeds {seeds}; final: {args.final}; {machine_line()}.")
+                  f"seeds {seeds}; split: {split_of(args.recipe, args.overrides)}; "
+                  f"final: {args.final}; {machine_line()}.")
     lines = [header, "",
              "Trapezoid AUPRC (the papers' formula), mean ± std over seeds; each variant's "
              "checkpoint (and σ′ for joint_sigma) chosen on validation AP:", "",
