@@ -4,7 +4,8 @@ test split (that digit = positive class), with both anomaly scores (``joint``: �
 ``tilt``: −f_α(z)). Prints a markdown table beside the paper's numbers: average precision
 (``auprc``) and the trapezoid the papers compute (``auprc_trapezoid``), with the anomaly
 prevalence of the test split (the AUPRC of a random score). The recipe's default split is the
-papers' pooled one (``data.anomaly_split=pooled``).
+pooled one (``data.anomaly_split=pooled``, Zenati et al.'s protocol as described; the split
+of the papers' loader is ``zenati``).
 
     SHORTRUN_DATA=/work/shared/data .venv/bin/python bench/lebm_anomaly.py --digits 1,4,5,7,9 \
         --out runs/lebm_anomaly [--set train.steps=3000]

@@ -46,7 +46,7 @@ def test_mnist_from_idx_files(tmp_path):
     assert len(pooled.train) + len(pooled.test) == 25  # every image, once
 
 
-def test_pooled_anomaly_split_is_the_papers_protocol():
+def test_pooled_anomaly_split_is_the_described_protocol():
     """Zenati et al. 2018: 80% of the pooled normal images train; the other 20% and every
     anomaly test; nothing is in both; the permutation is NumPy's RandomState(seed)."""
     y_tr, y_te = torch.arange(70) % 10, torch.arange(30) % 10

@@ -92,7 +92,7 @@ def test_worst_possible_auprc_by_hand():
 
 
 def test_worst_auprc_is_the_minimum_and_matches_the_integral():
-    # n0 = 12425 normals, n1 = 7877 anomalies (digit 1 on the papers' split): the mean of
+    # n0 = 12425 normals, n1 = 7877 anomalies (digit 1 on the pooled split): the mean of
     # k/(n0 + k) is ≈ 1 − (n0/n1) ln(1 + n1/n0) ≈ 0.226, far above 0.
     labels = np.array([1] * 7877 + [0] * 12425)
     worst = auprc_worst(labels)

@@ -188,7 +188,7 @@ def test_svhn_recipe_carries_every_official_default():
     assert got == (100, 200, 64, 60, 0.4, 20, 0.1, 0.3, 1.0, 2e-5, 1e-4, 100, (0.5, 0.999),
                    0.998, "gelu")
     assert resolve("lebm_mnist_anomaly").data.anomaly_digit == 1
-    assert resolve("lebm_mnist_anomaly").data.anomaly_split == "pooled"  # the papers' split
+    assert resolve("lebm_mnist_anomaly").data.anomaly_split == "pooled"  # as described
 
 
 def test_energy_trace_logs_the_long_run_chain():

@@ -4,13 +4,17 @@ Three test protocols (``data.anomaly_split``):
 
 - ``test``: train on the standard training split minus the held-out digit, test on the
   standard test split (anomalies ≈ 10 %);
-- ``pooled``: the protocol as Zenati et al. (2018, §4.1) describe it, on all 70k images in the
-  order ``[train (60k), test (10k)]``: the normals are shuffled once with
+- ``pooled``: the protocol as Zenati et al. (2018, §4.1) describe it in prose, on all 70k
+  images in the order ``[train (60k), test (10k)]``: the normals are shuffled once with
   ``numpy.random.RandomState(seed)``, the first 80 % train, the test split is the other 20 %
-  plus every image of the held-out digit (anomalies 33–39 %);
-- ``zenati``: bit-exactly the test split of the loader the papers ran (Zenati et al.'s
-  ``data/mnist.py``, copied unchanged by Kumar et al. 2019, whose numbers Pang et al. 2020
-  Table 4 compares with). Two details differ from the description. (1) The images are pooled
+  plus every image of the held-out digit (anomalies 33–39 %). It is **not** the split the
+  papers' numbers were measured on: the pool order differs and the permutation is drawn once,
+  not twice (below). The ``lebm_mnist_anomaly`` and ``damc_mnist_anomaly`` recipes use it;
+  call it "the pooled split", never "the papers' split";
+- ``zenati``, the papers' split: bit-exactly the test split of the loader the papers ran
+  (Zenati et al.'s ``data/mnist.py``, copied unchanged by Kumar et al. 2019, whose numbers
+  Pang et al. 2020 Table 4 compares with). Two details differ from the description. (1) The
+  images are pooled
   in the order of that repository's ``mnist.npz``, ``[train (50k), test (10k), valid (10k)]``,
   which is ``[x_train[:50000], x_test, x_train[50000:]]`` of the standard files (the
   deeplearning.net split: its 50k/10k train/valid are the first and last images of the
@@ -52,8 +56,9 @@ def _pooled_indices(y_all: torch.Tensor, digit: int, rng: np.random.RandomState
 def pooled_anomaly_split(x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor,
                          y_test: torch.Tensor, digit: int, seed: int = 42
                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The held-out-digit split of Zenati et al. (2018, §4.1) as described, which Kumar et al.
-    (2019) and Pang et al. (2020, §5.4) report on: pool all images; the normal ones (every
+    """The held-out-digit split of Zenati et al. (2018, §4.1) as their text describes it (not
+    what their loader, used by Kumar et al. 2019 and Pang et al. 2020 §5.4, produces: that is
+    :func:`zenati_anomaly_split`): pool all images; the normal ones (every
     class but ``digit``) are shuffled with ``numpy.random.RandomState(seed)``, the first 80%
     train; the test split is the other 20% of them plus every image of ``digit``. Returns
     ``(x_train, y_train, x_test, y_test)``, the test split shuffled by the same generator."""

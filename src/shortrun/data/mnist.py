@@ -48,11 +48,12 @@ class MnistOptions(DataOptions):
     # "test" by default so that run directories written before this option existed keep the
     # split they were trained on; the lebm_mnist_anomaly recipe sets "pooled"
     anomaly_split: str = fld("test", choices=("pooled", "test", "zenati"),
-                             doc="with anomaly_digit: pooled = the protocol of the papers "
-                                 "(all 70k images; 80% of the normal ones train, the other 20% "
-                                 "+ every anomaly test); test = the standard test split; "
-                                 "zenati = bit-exactly the test split of the papers' loader as "
-                                 "their scripts run it (docs/lebm.md)")
+                             doc="with anomaly_digit: pooled = Zenati et al.'s protocol as "
+                                 "described (all 70k images; 80% of the normal ones train, the "
+                                 "other 20% + every anomaly test; not their loader's split); "
+                                 "test = the standard test split; zenati = the papers' split, "
+                                 "bit-exactly the test split of their loader as their scripts "
+                                 "run it (docs/lebm.md)")
     anomaly_split_seed: int = fld(42, doc="seed of the pooled split's permutation")
     # default None: off, so every existing recipe trains on exactly the data it did
     anomaly_val_digit: int | None = fld(None, ge=0, le=9,

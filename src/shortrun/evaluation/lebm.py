@@ -7,7 +7,8 @@
   the feature network, default the dataset's classifier).
 - ``auprc``: the paper's MNIST protocol (§5.4): the model is trained without
   ``data.anomaly_digit``; on the test split (``data.anomaly_split``; the recipe sets the pooled
-  split of Zenati et al. 2018 that the paper's comparisons use) that digit is the positive
+  split, Zenati et al.'s protocol as described; ``zenati`` is the split their loader, which
+  the papers ran, produces) that digit is the positive
   class and the score is ``−log p(x, z)`` at a posterior sample (:meth:`LEBM.anomaly_score`).
   ``auprc_trapezoid`` (the papers' formula), ``auroc`` and the class counts are written
   beside it, every score variant from the same draws (``auprc_joint``, ``auprc_tilt``,

@@ -1,0 +1,67 @@
+"""Every table of recorded results in docs/lebm.md, docs/damc.md and bench/README.md is what
+bench/result_tables.py generates from the kept files under bench/results/: a number that
+differs from its file, a block edited by hand or a table dropped from its page fails here."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "bench" / "result_tables.py"
+EXPECTED = {  # page -> the tables it must carry
+    "docs/lebm.md": {"lebm-retrain", "lebm-select", "lebm-6000"},
+    "docs/damc.md": {"damc-select", "damc-select-langevin", "damc-retrain",
+                     "damc-variants-joint", "damc-variants-tilt", "damc-fd"},
+    "bench/README.md": {"speed", "lebm-retrain", "damc-variants-joint", "damc-fd"},
+}
+
+
+@pytest.fixture
+def tables():
+    spec = importlib.util.spec_from_file_location("result_tables", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_tables_are_the_generated_ones(tables):
+    assert tables.stale() == [], "run: python bench/result_tables.py"
+
+
+@pytest.mark.parametrize("page, names", sorted(EXPECTED.items()))
+def test_each_page_carries_its_tables(tables, page, names):
+    found = {m["name"] for m in tables.BLOCK.finditer((ROOT / page).read_text())}
+    assert names <= found, f"{page} lacks the generated tables {names - found}"
+
+
+def test_a_changed_result_file_makes_the_page_stale(tables, tmp_path, monkeypatch):
+    """The check reads the numbers from the files: one seed's AUPRC moved by 0.1 moves the
+    mean of three seeds by 0.033, and the page that quotes it is reported."""
+    shutil.copytree(tables.RESULTS, tmp_path / "results")
+    path = tmp_path / "results" / "lebm_anomaly_retrain" / "d4" / "s1" / "result.json"
+    rec = json.loads(path.read_text())
+    before = tables.variant_table("lebm_anomaly_retrain", (4,))
+    monkeypatch.setattr(tables, "RESULTS", tmp_path / "results")
+    assert tables.variant_table("lebm_anomaly_retrain", (4,)) == before
+    rec["variants"]["joint"]["test_auprc_trapezoid"] += 0.1
+    path.write_text(json.dumps(rec))
+    after = tables.variant_table("lebm_anomaly_retrain", (4,))
+    assert after[2] != before[2] and after[2].startswith("| joint (the paper's score) | 0.592 ± ")
+    assert set(tables.stale()) >= {"docs/lebm.md: table lebm-retrain",
+                                   "bench/README.md: table lebm-retrain"}
+
+
+def test_mean_and_sample_std_match_a_hand_computation(tables):
+    # three seeds 0.5, 0.6, 0.7: mean 0.6, sample std (ddof 1) 0.1
+    assert tables.mean_std([0.5, 0.6, 0.7]) == "0.600 ± 0.100"
+    assert tables.mean_std([0.4321]) == "0.432"
+
+
+def test_an_unknown_table_name_is_refused(tables):
+    with pytest.raises(SystemExit, match="unknown table 'nope'; known: lebm-retrain"):
+        tables.render("<!-- table: nope -->\n| x |\n<!-- /table -->")
