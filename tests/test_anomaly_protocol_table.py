@@ -47,6 +47,7 @@ def test_collect_tabulates_mean_and_sample_std_of_the_finished_seeds(tmp_path):
     five = next(line for line in proc.stdout.splitlines() if line.startswith("| 5 (6)"))
     assert " | 2 | " in five and "0.400" in five and "±" not in five.split(" | ")[4]
     assert "final: same" in proc.stdout and "test machine" in proc.stdout
+    assert "split: pooled;" in proc.stdout  # the recipe's split, named in the table's header
 
 
 def test_collect_without_finished_seeds_says_what_to_run(tmp_path):
