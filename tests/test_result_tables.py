@@ -8,6 +8,7 @@ import importlib.util
 import json
 import re
 import shutil
+import statistics
 from pathlib import Path
 
 import pytest
@@ -42,19 +43,42 @@ def test_each_page_carries_its_tables(tables, page, names):
 
 def test_a_changed_result_file_makes_the_page_stale(tables, tmp_path, monkeypatch):
     """The check reads the numbers from the files: one seed's AUPRC moved by 0.1 moves the
-    mean of three seeds by 0.033, and the page that quotes it is reported."""
+    mean of three seeds by 0.033, and a page that quotes the table is reported (a page of its
+    own here, so the check does not depend on the docs being present)."""
     shutil.copytree(tables.RESULTS, tmp_path / "results")
+    monkeypatch.setattr(tables, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(tables, "ROOT", tmp_path)
+    page = tmp_path / "page.md"
+    page.write_text(tables.render("text\n<!-- table: lebm-retrain -->\n<!-- /table -->\n"))
+    assert tables.stale(("page.md",)) == []
+    before = tables.variant_table("lebm_anomaly_retrain", (4,))
     path = tmp_path / "results" / "lebm_anomaly_retrain" / "d4" / "s1" / "result.json"
     rec = json.loads(path.read_text())
-    before = tables.variant_table("lebm_anomaly_retrain", (4,))
-    monkeypatch.setattr(tables, "RESULTS", tmp_path / "results")
-    assert tables.variant_table("lebm_anomaly_retrain", (4,)) == before
     rec["variants"]["joint"]["test_auprc_trapezoid"] += 0.1
     path.write_text(json.dumps(rec))
     after = tables.variant_table("lebm_anomaly_retrain", (4,))
     assert after[2] != before[2] and after[2].startswith("| joint (the paper's score) | 0.592 ± ")
-    assert set(tables.stale()) >= {"docs/lebm.md: table lebm-retrain",
-                                   "bench/README.md: table lebm-retrain"}
+    assert tables.stale(("page.md",)) == ["page.md: table lebm-retrain"]
+
+
+def test_a_cell_is_the_trapezoid_mean_and_sample_std_of_its_seeds(tables, tmp_path,
+                                                                   monkeypatch):
+    """Computed here from the three files with the standard library, not with the script. The
+    files' average precision is set far from their trapezoid AUPRC, so a table that read the
+    wrong key would show another number (the two agree to about 0.0002 in the real files)."""
+    shutil.copytree(tables.RESULTS / "lebm_anomaly_retrain", tmp_path / "lebm_anomaly_retrain")
+    monkeypatch.setattr(tables, "RESULTS", tmp_path)
+    values = []
+    for seed in (1, 2, 3):
+        path = tmp_path / "lebm_anomaly_retrain" / "d7" / f"s{seed}" / "result.json"
+        rec = json.loads(path.read_text())
+        rec["variants"]["tilt"]["test_auprc"] = 0.1 * seed
+        path.write_text(json.dumps(rec))
+        values.append(rec["variants"]["tilt"]["test_auprc_trapezoid"])
+    want = f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
+    row = next(r for r in tables.variant_table("lebm_anomaly_retrain", (7,))
+               if r.startswith("| tilt |"))
+    assert row == f"| tilt | {want} |"
 
 
 def test_mean_and_sample_std_match_a_hand_computation(tables):

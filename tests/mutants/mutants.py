@@ -465,4 +465,27 @@ MUTANTS = [
          replacement="return 0.5 * (eps - pred).pow(2).mean(1)",
          tests=[T + "samplers/test_diffusion.py"],
          why="the denoising loss averages over coordinates: not the DDPM loss"),
+    # ---------------------------------------------------------------- issue 40 part B: the
+    # docs' result tables and the protocol's provenance (bench/: needs the runner to copy
+    # bench/, issue 40 part A)
+    dict(id="tables_population_std", file="bench/result_tables.py",
+         original="return f\"{a.mean():.3f} ± {a.std(ddof=1):.3f}\" if len(a) > 1",
+         replacement="return f\"{a.mean():.3f} ± {a.std(ddof=0):.3f}\" if len(a) > 1",
+         tests=[T + "test_result_tables.py::test_mean_and_sample_std_match_a_hand_computation"],
+         why="the docs' ± is the population std, not the sample std over seeds they claim"),
+    dict(id="tables_average_precision_for_trapezoid", file="bench/result_tables.py",
+         original='return mean_std([r["variants"][variant]["test_auprc_trapezoid"] for r in recs])',
+         replacement='return mean_std([r["variants"][variant]["test_auprc"] for r in recs])',
+         tests=[T + "test_result_tables.py::"
+                "test_a_cell_is_the_trapezoid_mean_and_sample_std_of_its_seeds"],
+         why="the tables quote average precision where they say trapezoid AUPRC"),
+    dict(id="tables_stale_never_reported", file="bench/result_tables.py",
+         original="out.append(f\"{rel}: table {m['name']}\")", replacement="None",
+         tests=[T + "test_result_tables.py::test_a_changed_result_file_makes_the_page_stale"],
+         why="a docs number that differs from its result file passes the check"),
+    dict(id="protocol_provenance_without_training", file="bench/lebm_anomaly_protocol.py",
+         original='"training": training,', replacement='"training": {},',
+         tests=[T + "test_anomaly_protocol_end_to_end.py::"
+                "test_result_records_commit_threads_cpu_and_routes"],
+         why="result.json forgets the training sessions' commit, CPU and threads"),
 ]
