@@ -488,4 +488,10 @@ MUTANTS = [
          tests=[T + "test_anomaly_protocol_end_to_end.py::"
                 "test_result_records_commit_threads_cpu_and_routes"],
          why="result.json forgets the training sessions' commit, CPU and threads"),
+    dict(id="protocol_selects_on_test_terms", file="bench/lebm_anomaly_protocol.py",
+         original='val[step] = read_terms(sel / f"val_step{step}.npz")',
+         replacement='val[step] = read_terms(sel / f"{splits[-1]}_step{step}.npz")',
+         tests=[T + "test_anomaly_protocol_end_to_end.py::"
+                "test_poisoned_test_labels_change_no_choice"],
+         why="with --final same the choices are made on the test split's terms and labels"),
 ]
