@@ -19,7 +19,8 @@ the unadjusted chain's step is far from leaving its target invariant. Gibbs alwa
 (rate 1). ``model.drift_clamp`` and the clamp to the data range are not Metropolised.
 
 eval.json keys: ``chain_ess`` (the smallest bulk or tail ESS over every chain kind and target),
-``chain_rhat`` (the largest split-R̂), ``accept`` (the smallest acceptance rate); per chain kind
+``chain_rhat`` (the largest split-R̂), ``accept`` (the smallest acceptance rate; null when no
+chain has one: a noise-free Langevin chain is gradient descent); per chain kind
 ``chain_ess_bulk_<kind>``, ``chain_ess_tail_<kind>``, ``chain_rhat_<kind>``, ``accept_<kind>``;
 and ``chain_n``, ``chain_steps``, ``chain_warmup`` (draws dropped from the front of every chain).
 With a run directory, the traces go to ``chains.npz`` and their picture to ``chains.png``.
@@ -52,11 +53,11 @@ PLOT_FILE = "chains.png"
 @dataclass
 class ChainKind:
     """One kind of chain of a model: ``energy`` ``(targets, chains, steps)``; ``accept`` the
-    acceptance rate of its Metropolised twin (1.0 for Gibbs)."""
+    acceptance rate of its Metropolised twin (1.0 for Gibbs; None for a noise-free chain)."""
 
     name: str
     energy: torch.Tensor
-    accept: float
+    accept: float | None
 
 
 def _langevin(name: str, energy_fn: Any, x0: torch.Tensor, steps: int, step_size: float,
@@ -65,8 +66,10 @@ def _langevin(name: str, energy_fn: Any, x0: torch.Tensor, steps: int, step_size
     """The Langevin chain as the model runs it, and its Metropolised twin for ``accept``."""
     _, trace = langevin_trace(energy_fn, x0, steps, step_size, noise_scale,
                               drift_clamp=drift_clamp, domain=domain, generator=generator)
-    twin = mala_accept_trace(energy_fn, x0, steps, step_size, noise_scale, generator=generator)
     energy = trace.energy.reshape(targets, -1, steps)
+    if noise_scale <= 0:  # gradient descent: no Metropolis-adjusted version, no rate
+        return ChainKind(name, energy, None)
+    twin = mala_accept_trace(energy_fn, x0, steps, step_size, noise_scale, generator=generator)
     return ChainKind(name, energy, acceptance_rate(twin.accepted))
 
 
@@ -172,7 +175,8 @@ def chain_results(kinds: list[ChainKind], warmup: float = WARMUP) -> dict[str, A
     out["chain_ess"] = min(min(out[f"chain_ess_bulk_{n}"], out[f"chain_ess_tail_{n}"])
                            for n in names)
     out["chain_rhat"] = max(out[f"chain_rhat_{n}"] for n in names)
-    out["accept"] = min(out[f"accept_{n}"] for n in names)
+    rates = [out[f"accept_{n}"] for n in names if out[f"accept_{n}"] is not None]
+    out["accept"] = min(rates) if rates else None
     out.update(chain_n=int(kinds[0].energy.shape[1]), chain_steps=steps, chain_warmup=drop)
     return out
 
@@ -251,6 +255,10 @@ def with_chains(plan: Callable[[EvalContext, list[str]], list[Group]],
     return planned
 
 
+def _rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def table(results: dict[str, Any]) -> list[str]:
     """The lines ``shortrun diagnose`` prints: one row per chain kind and a verdict."""
     kinds = [k.removeprefix("chain_rhat_") for k in results if k.startswith("chain_rhat_")]
@@ -262,5 +270,5 @@ def table(results: dict[str, Any]) -> list[str]:
         verdict = "mixed" if rhat <= RHAT_OK else f"NOT mixed (R̂ > {RHAT_OK})"
         lines.append(f"{k:<10} {results[f'chain_ess_bulk_{k}']:>9.1f} "
                      f"{results[f'chain_ess_tail_{k}']:>9.1f} {rhat:>7.3f} "
-                     f"{results[f'accept_{k}']:>7.3f}  {verdict}")
+                     f"{_rate(results[f'accept_{k}']):>7}  {verdict}")
     return lines

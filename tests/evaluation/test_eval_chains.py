@@ -145,3 +145,16 @@ def test_bad_chain_settings_name_the_problem_and_the_fix(kwargs, words):
 def test_a_model_without_chains_says_so():
     with pytest.raises(ConfigError, match="'classifier': no chains to diagnose"):
         draw_chains(SimpleNamespace(name="classifier", options=None, device="cpu"), None)
+
+
+def test_a_noise_free_chain_has_no_acceptance_rate():
+    """``model.noise_scale=0`` makes the Langevin chain gradient descent: there is no MALA twin,
+    so ``accept`` is null (JSON) and the table says n/a."""
+    torch.manual_seed(0)
+    cfg = resolve("ebm_8gaussians", ["model.hidden=8", "model.noise_scale=0"])
+    model = build_model(cfg, VECTOR).eval()
+    data = LoadedData(train=torch.randn(6, 2), test=torch.randn(4, 2), info=VECTOR)
+    out = diagnose(model, data, chains=2, steps=10)
+    assert out["accept"] is None and out["accept_x"] is None
+    assert " n/a " in table(out)[-1]
+    assert json.loads(json.dumps(out))["accept"] is None
