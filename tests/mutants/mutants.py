@@ -515,4 +515,9 @@ MUTANTS = [
          original="kind.energy[t, :, drop:]", replacement="kind.energy[t, :, :]",
          tests=[CHAINS_EVAL, T + "test_cli_diagnose.py"],
          why="the warm-up from the chains' starts is diagnosed as if stationary"),
+    dict(id="adapt_dual_averaging_sign", file=SR + "samplers/adapt.py",
+         original="h_bar = (1.0 - w) * h_bar + w * (target - rate)",
+         replacement="h_bar = (1.0 - w) * h_bar + w * (rate - target)",
+         tests=[T + "samplers/test_adapt.py"],
+         why="the step size grows when too few proposals are accepted"),
 ]

@@ -10,7 +10,8 @@ repeats :func:`gibbs_step` and records the free energy of the visible state. Eve
 Neither Langevin nor Gibbs has an accept step (Gibbs draws from exact conditionals and always
 moves; the unadjusted Langevin chain never rejects). :func:`metropolised` gives the MALA chain
 whose proposal *is* a given (possibly tempered) Langevin step, so its acceptance rate says how far
-that step is from leaving its target invariant. No kernel of the library adapts its step size.
+that step is from leaving its target invariant. Step sizes are fixed during a traced chain;
+:mod:`shortrun.samplers.adapt` tunes a MALA or HMC step size beforehand.
 """
 
 from __future__ import annotations
