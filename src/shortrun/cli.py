@@ -1,4 +1,4 @@
-"""Command line: ``shortrun recipes | config | train | sample | eval | report | info``,
+"""Command line: ``shortrun recipes | config | train | sample | eval | diagnose | report | info``,
 ``--version``.
 
 Every user error is one line on stderr and an exit code (2: bad config or options;
@@ -84,6 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--metrics", default=None, help="comma-separated metric names")
     e.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     _data_dir(e)
+
+    d = sub.add_parser("diagnose", help="draw long chains from a trained run: ESS, split-R̂ and "
+                       "acceptance of every chain (RUN_DIR/eval.json, chains.npz, chains.png)")
+    d.add_argument("run_dir", type=Path)
+    d.add_argument("--chains", type=int, default=None, help="chains per kind (default 4)")
+    d.add_argument("--steps", type=int, default=None, help="steps per chain (default 400)")
+    d.add_argument("--warmup", type=float, default=None,
+                   help="fraction of every chain dropped before the diagnostics (default 0.5)")
+    d.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    _data_dir(d)
 
     r = sub.add_parser("report", help="write an HTML report of a run (RUN_DIR/report/)")
     r.add_argument("run_dir", type=Path)
@@ -234,6 +244,28 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    from shortrun.data.registry import load_data
+    from shortrun.evaluation import chains
+    from shortrun.evaluation.dispatch import EVAL_FILE, merge_eval_json
+    from shortrun.run import load_run
+
+    _apply_data_dir(args)
+    n = chains.CHAINS if args.chains is None else args.chains
+    steps = chains.STEPS if args.steps is None else args.steps
+    warmup = chains.WARMUP if args.warmup is None else args.warmup
+    run = load_run(args.run_dir, args.overrides)
+    data = load_data(run.cfg.data)
+    out = chains.diagnose(run.model, data, n, steps, warmup, args.run_dir, run.cfg.eval.seed)
+    for line in chains.table(out):
+        print(line)
+    merge_eval_json(args.run_dir / EVAL_FILE, out, run.step)
+    written = [p.name for p in (args.run_dir / chains.TRACE_FILE, args.run_dir / chains.PLOT_FILE)
+               if p.is_file()]
+    print(f"wrote {args.run_dir / EVAL_FILE} and {', '.join(written)}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from shortrun.report import frechet_lines, write_report
 
@@ -268,7 +300,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"recipes": cmd_recipes, "config": cmd_config, "train": cmd_train,
-            "sample": cmd_sample, "eval": cmd_eval, "report": cmd_report, "info": cmd_info}
+            "sample": cmd_sample, "eval": cmd_eval, "diagnose": cmd_diagnose,
+            "report": cmd_report, "info": cmd_info}
 
 
 def main(argv: list[str] | None = None) -> int:

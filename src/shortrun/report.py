@@ -7,6 +7,8 @@ The page (``RUN_DIR/report/index.html``) shows, from what the run directory alre
 - training curves from ``metrics.jsonl``: ``loss``; ``energy_pos``/``energy_neg``/``energy_gap``
   together (the contrastive picture users watch, ebmkit-style); every other logged metric
   (chain statistics, gradient norms, learning rates) in small multiples;
+- the energy traces of the long chains of ``shortrun diagnose`` / ``eval --metrics chains``
+  (``chains.npz``), one line per chain, beside their ESS and split-R̂ in the evaluation table;
 - the precision–recall curve of an anomaly run, from ``eval_scores.npz`` (keys ``scores``,
   ``labels``; anomalies = 1, higher score = more anomalous — see
   :func:`shortrun.metrics.anomaly.save_scores`);
@@ -200,6 +202,17 @@ def write_report(run_dir: Path, out_dir: Path | None = None) -> Path:
     else:
         parts.append(f"<p>No eval.json yet: run <code>shortrun eval {html.escape(str(run_dir))}"
                      "</code>.</p>")
+
+    traces = run_dir / "chains.npz"
+    if traces.is_file():
+        from shortrun.evaluation.chains import plot_traces
+
+        plot_traces(traces, out / "chains.png")
+        parts += ["<h2>Chain diagnostics</h2>",
+                  "<p>Energy of every long chain at every step (warm-up shaded); their ESS "
+                  "(<code>chain_ess*</code>), split-R̂ (<code>chain_rhat*</code>) and acceptance "
+                  "(<code>accept*</code>) are in the table above.</p>",
+                  _img("chains.png", "energy traces of the long chains")]
 
     scores = run_dir / "eval_scores.npz"
     if scores.is_file():

@@ -18,6 +18,8 @@ DUAL = T + "models/test_dual_mcmc.py::"
 DAMC = T + "models/test_damc.py::"
 NETS = T + "models/test_damc_nets.py"
 FUSED = T + "models/test_rbm_fused.py::test_numpy_step_is_the_torch_update_in_float64"
+CHAINS_METRIC = T + "metrics/test_chain_diagnostics.py"
+CHAINS_EVAL = T + "evaluation/test_eval_chains.py"
 
 MUTANTS = [
     # ---------------------------------------------------------------- issue 17: the 14 that
@@ -494,4 +496,57 @@ MUTANTS = [
          tests=[T + "test_anomaly_protocol_end_to_end.py::"
                 "test_poisoned_test_labels_change_no_choice"],
          why="with --final same the choices are made on the test split's terms and labels"),
+    # ---------------------------------------------------------------- issue 41: chain
+    # diagnostics (ESS, split-R̂, acceptance) and the chains metric
+    dict(id="chains_rhat_without_split", file=SR + "metrics/chains.py",
+         original="halves = split_chains(check_trace(trace))",
+         replacement="halves = check_trace(trace)",
+         tests=[CHAINS_METRIC],
+         why="R̂ misses a trend inside each chain (plain, not split, R̂)"),
+    dict(id="chains_rhat_tail_dropped", file=SR + "metrics/chains.py",
+         original="rhat_basic(normal_scores(folded)))",
+         replacement="rhat_basic(normal_scores(halves)))",
+         tests=[CHAINS_METRIC],
+         why="R̂ misses chains that agree in location but not in scale (no folded R̂)"),
+    dict(id="chains_ess_pair_sum_off_by_one", file=SR + "metrics/chains.py",
+         original="full = k - 1  # pairs summed whole",
+         replacement="full = k  # pairs summed whole",
+         tests=[CHAINS_METRIC],
+         why="the autocorrelation sum takes one pair too many (past Geyer's truncation)"),
+    dict(id="chains_ess_not_monotone", file=SR + "metrics/chains.py",
+         original="np.minimum.accumulate(np.asarray(pairs[:full]))",
+         replacement="np.asarray(pairs[:full])",
+         tests=[CHAINS_METRIC],
+         why="Geyer's initial monotone sequence is dropped: noisy pairs inflate τ̂"),
+    dict(id="chains_rank_offset", file=SR + "metrics/chains.py",
+         original="(arr.size + 0.25)", replacement="(arr.size - 0.25)",
+         tests=[CHAINS_METRIC],
+         why="rank normalisation with the wrong Blom denominator"),
+    dict(id="chains_ess_tail_one_side", file=SR + "metrics/chains.py",
+         original="for q in (prob, 1.0 - prob))", replacement="for q in (prob,))",
+         tests=[CHAINS_METRIC],
+         why="tail ESS looks at the lower tail only"),
+    dict(id="chains_accept_per_chain_count", file=SR + "metrics/chains.py",
+         original="arr.astype(np.float64).sum() / arr.size",
+         replacement="arr.astype(np.float64).sum() / arr.shape[0]",
+         tests=[CHAINS_METRIC, T + "samplers/test_traced.py"],
+         why="acceptance averaged over chains only: a rate above 1 for several steps"),
+    dict(id="chains_twin_step_not_tempered", file=SR + "samplers/traced.py",
+         original="return (lambda x: energy_fn(x) / temperature), step_size * noise_scale",
+         replacement="return (lambda x: energy_fn(x) / temperature), step_size",
+         tests=[T + "samplers/test_traced.py"],
+         why="the acceptance of a tempered Langevin chain is that of another proposal"),
+    dict(id="chains_worst_rhat_is_min", file=SR + "evaluation/chains.py",
+         original='out["chain_rhat"] = max(', replacement='out["chain_rhat"] = min(',
+         tests=[CHAINS_EVAL],
+         why="chain_rhat reports the best-mixed chain kind, hiding the stuck one"),
+    dict(id="chains_warmup_kept", file=SR + "evaluation/chains.py",
+         original="kind.energy[t, :, drop:]", replacement="kind.energy[t, :, :]",
+         tests=[CHAINS_EVAL, T + "test_cli_diagnose.py"],
+         why="the warm-up from the chains' starts is diagnosed as if stationary"),
+    dict(id="adapt_dual_averaging_sign", file=SR + "samplers/adapt.py",
+         original="h_bar = (1.0 - w) * h_bar + w * (target - rate)",
+         replacement="h_bar = (1.0 - w) * h_bar + w * (rate - target)",
+         tests=[T + "samplers/test_adapt.py"],
+         why="the step size grows when too few proposals are accepted"),
 ]

@@ -14,6 +14,7 @@ from typing import Any
 from shortrun.data.toy2d import toy_density
 from shortrun.errors import ConfigError
 from shortrun.estimators.grid import grid_metrics, plot_half_width, save_density_and_samples
+from shortrun.evaluation.chains import with_chains
 from shortrun.evaluation.features import sampled_fd_kid_group
 from shortrun.evaluation.plan import EvalContext, EvalSpec, Group, check_names
 from shortrun.evaluation.sampling import sample_in_chunks
@@ -36,7 +37,7 @@ def choose(cfg: Any, info: Any, requested: list[str], model_name: str) -> list[s
         has_density = toy_density(getattr(cfg.data, "name", "")) is not None
         return [m for m in VECTOR_METRICS if has_density or m != "kl_grid"]
     chosen = check_names(model_name, SPEC, requested)
-    wrong = [m for m in chosen if (m in VECTOR_METRICS) != two_d]
+    wrong = [m for m in chosen if m != "chains" and (m in VECTOR_METRICS) != two_d]
     if wrong:
         kind, ok = ("2-D", VECTOR_METRICS) if two_d else ("image", IMAGE_METRICS)
         raise ConfigError(f"--metrics: {', '.join(wrong)} not available for {kind} data; "
@@ -82,4 +83,5 @@ def plan(ctx: EvalContext, metrics: list[str]) -> list[Group]:
     return groups
 
 
-SPEC = EvalSpec(VECTOR_METRICS + IMAGE_METRICS, ("kl_grid", "loglik_grid", "mmd"), plan, choose)
+SPEC = EvalSpec(VECTOR_METRICS + IMAGE_METRICS + ("chains",), ("kl_grid", "loglik_grid", "mmd"),
+                with_chains(plan), choose)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from shortrun.data.base import LoadedData
+from shortrun.evaluation.chains import with_chains
 from shortrun.evaluation.features import extractor_check, run_extractor
 from shortrun.evaluation.plan import EvalContext, EvalSpec, Group
 from shortrun.evaluation.provenance import frechet_provenance
@@ -81,4 +82,4 @@ def plan(ctx: EvalContext, metrics: list[str]) -> list[Group]:
     return groups
 
 
-SPEC = EvalSpec(("fd", "mse"), ("mse", "fd"), plan)
+SPEC = EvalSpec(("fd", "mse", "chains"), ("mse", "fd"), with_chains(plan))

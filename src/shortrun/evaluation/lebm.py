@@ -27,6 +27,7 @@ import torch
 
 from shortrun.data.base import LoadedData
 from shortrun.errors import ConfigError
+from shortrun.evaluation.chains import with_chains
 from shortrun.evaluation.features import sampled_fd_kid_group
 from shortrun.evaluation.plan import EvalContext, EvalSpec, Group, needs_test_split
 from shortrun.metrics.anomaly import class_counts, ranking_metrics, reference_auprcs, save_scores
@@ -142,4 +143,4 @@ def plan(ctx: EvalContext, metrics: list[str]) -> list[Group]:
     return groups
 
 
-SPEC = EvalSpec(("mse", "fd", "auprc"), ("mse", "fd"), plan)
+SPEC = EvalSpec(("mse", "fd", "auprc", "chains"), ("mse", "fd"), with_chains(plan))

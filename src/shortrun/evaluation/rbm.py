@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from shortrun.data.base import LoadedData
+from shortrun.evaluation.chains import with_chains
 from shortrun.evaluation.plan import EvalContext, EvalSpec, Group
 
 
@@ -27,4 +28,4 @@ def plan(ctx: EvalContext, metrics: list[str]) -> list[Group]:
     return [Group("loglik", lambda done: log_likelihoods(ctx.model, ctx.cfg, ctx.data))]
 
 
-SPEC = EvalSpec(("loglik",), ("loglik",), plan)
+SPEC = EvalSpec(("loglik", "chains"), ("loglik",), with_chains(plan))
