@@ -21,6 +21,7 @@ from shortrun.data.base import LoadedData
 from shortrun.data.registry import load_data
 from shortrun.errors import DivergenceError, MissingExtraError, TrainingInterrupted
 from shortrun.models.base import Model, OptimOptions
+from shortrun.models.rbm_sgd import lr_decay
 from shortrun.models.registry import build_model
 from shortrun.train import checkpoint as ckpt
 from shortrun.train import distributed as dist
@@ -105,8 +106,7 @@ class Trainer:
         if self.dist.enabled:
             for opt in self.optimizers.values():
                 dist.average_gradients_before_step(opt, self.dist.world)
-        self.schedulers = {k: torch.optim.lr_scheduler.ExponentialLR(o, gamma=t.lr_decay)
-                           for k, o in self.optimizers.items()}
+        self.schedulers = {k: lr_decay(o, t.lr_decay) for k, o in self.optimizers.items()}
         self.step = 0
         self.last_good: int | None = None
         start_over = resume and not has_checkpoint(self.run_dir) \
