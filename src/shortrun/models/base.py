@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from shortrun.collectives import average_gradients_now
-from shortrun.errors import ConfigError
+from shortrun.errors import ConfigError, ShortrunError
 from shortrun.fields import fld
 
 if TYPE_CHECKING:
@@ -170,6 +170,15 @@ class Model(nn.Module):
         optimizer.step()
         return norm
 
+    def fit(self, data: Any, **options: Any) -> Model:
+        """``model.fit(x, steps=..., ...)``: the same call as ``shortrun.fit(model, x, ...)``
+        (in memory unless ``run_dir=`` is given); returns the model."""
+        if _FIT is None:
+            raise ShortrunError(f"{type(self).__name__}.fit needs shortrun's training loop, "
+                                "which is not loaded: import shortrun (or shortrun.train.fit) "
+                                "first, or call shortrun.fit(model, x, ...)")
+        return _FIT(self, data, **options)
+
     def compile_networks(self, backend: str = "inductor") -> None:
         """``torch.compile`` every network in place (``nn.Module.compile`` keeps state-dict
         keys, so checkpoints are unchanged); chain sources hold no computation and are skipped.
@@ -205,6 +214,17 @@ class Model(nn.Module):
                               "shape yet; pass info=DataInfo(...) to the constructor or train it "
                               "first (shortrun.fit(model, data))")
         return self.info
+
+
+# ``Model.fit``'s loop: installed by the training floor (shortrun.train.fit), which imports this
+# floor and not the other way round
+_FIT: Callable[..., Model] | None = None
+
+
+def install_fit(fit: Callable[..., Model]) -> None:
+    """Make ``fit`` (``shortrun.fit``) what :meth:`Model.fit` calls."""
+    global _FIT
+    _FIT = fit
 
 
 def merge_options(cls: type, options: Any, overrides: dict[str, Any]) -> Any:

@@ -123,6 +123,14 @@ class RBMBase(Model):
         self._settled_step_routes: dict[tuple, Any] = {}  # rbm_fused.step_route, per shape
         self._finish_init()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the per-process step routes and their workspaces (closures over
+        this process's NumPy views): an unpickled model chooses its route again."""
+        state = dict(self.__dict__)
+        state["_settled_step_routes"] = {}
+        state.pop("_numpy_workspace", None)
+        return state
+
     def setup(self, info: DataInfo) -> None:
         m = self.options
         nv, nh = info.dim, m.n_hidden

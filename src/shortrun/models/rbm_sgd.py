@@ -30,6 +30,7 @@ _DEFAULTS = {"lr": 1e-3, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0,
              "fused": None}
 
 Hook = Callable[[Any, tuple, dict], None]
+_NUMPY_DTYPES = (torch.float32, torch.float64)
 
 
 class RBMSGD:
@@ -119,26 +120,28 @@ class RBMSGD:
         if not self._numpy_applies():
             self.step()
             return
-        self._run(self._pre_hooks)
+        if self._pre_hooks:
+            self._run(self._pre_hooks)
+        state = self.state
         for group in self.param_groups:
             lr, momentum, decay = group["lr"], group["momentum"], group["weight_decay"]
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                state = self.state[p]
-                buf_t = state.get("momentum_buffer") if momentum else None
+                buf_t = state[p].get("momentum_buffer") if momentum else None
                 g, pn, buf = self._views(p, buf_t)
                 if decay:
                     g = g + decay * pn
                 if momentum:
                     if buf is None:
-                        state["momentum_buffer"] = torch.from_numpy(np.array(g, copy=True))
+                        state[p]["momentum_buffer"] = torch.from_numpy(np.array(g, copy=True))
                     else:
                         buf *= momentum
                         buf += g
                         g = buf
                 pn -= g * lr
-        self._run(self._post_hooks)
+        if self._post_hooks:
+            self._run(self._post_hooks)
 
     def _run(self, hooks: dict[int, Hook]) -> None:
         for hook in list(hooks.values()):
@@ -158,8 +161,11 @@ class RBMSGD:
         return cached[1]
 
     def _numpy_applies(self) -> bool:
-        return all(p.device.type == "cpu" and p.dtype in (torch.float32, torch.float64)
-                   for g in self.param_groups for p in g["params"])
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.dtype not in _NUMPY_DTYPES or p.device.type != "cpu":
+                    return False
+        return True
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
