@@ -115,9 +115,9 @@ def main() -> None:
     x = None if args.no_mnist else mnist_binary()
     if x is not None:
         rows = []
+        kw = dict(n_components=500, learning_rate=0.01, batch_size=100, n_iter=1,
+                  random_state=0)
         for _ in range(args.mnist_repeats):
-            kw = dict(n_components=500, learning_rate=0.01, batch_size=100, n_iter=1,
-                      random_state=0)
             t_ours = timed(lambda: BernoulliRBM(**kw).fit(x))
             t_sk = timed(lambda: SkRBM(**kw).fit(x))
             rows.append({"shortrun": t_ours, "sklearn": t_sk, "speedup": t_sk / t_ours})
