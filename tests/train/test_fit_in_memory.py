@@ -110,3 +110,9 @@ def test_model_fit_is_shortrun_fit():
     assert a0 is a
     for k, v in a.state_dict().items():
         assert torch.equal(v, b.state_dict()[k]), k
+
+
+def test_a_model_keyword_error_names_the_keyword_too():
+    with pytest.raises(ConfigError, match=r"model.k: must be > 0; got 0 \(from Python: k= of "
+                                          r"the model's constructor for model.k\)"):
+        BernoulliRBM(n_hidden=2, k=0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,5 +235,12 @@ def merge_options(cls: type, options: Any, overrides: dict[str, Any]) -> Any:
     base = options if options is not None else cls()
     if not overrides:
         return base
-    checked = build_section("model", cls, overrides)
+    try:
+        checked = build_section("model", cls, overrides)
+    except ConfigError as exc:  # the message names the YAML key; say the keyword too
+        keys = dict.fromkeys(re.findall(r"\bmodel\.([a-z_][a-z0-9_]*)\b", str(exc)))
+        if not keys:
+            raise
+        names = ", ".join(f"{k}= of the model's constructor for model.{k}" for k in keys)
+        raise ConfigError(f"{exc} (from Python: {names})") from None
     return dataclasses.replace(base, **{k: getattr(checked, k) for k in overrides})

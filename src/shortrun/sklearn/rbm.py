@@ -94,14 +94,19 @@ class _RBMEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             model = model.to(device=device, dtype=self.torch_dtype_)
             self.optimizer_ = model.configure_training(OptimOptions(
                 lr=self.learning_rate, weight_decay=self.weight_decay))["main"]
-            start = torch.from_numpy(self._start_rows(X)).to(device, self.torch_dtype_)
+            start = self._tensor(self._start_rows(X))
             model.on_train_start(LoadedData(train=start, info=info))
         self.model_, self.n_steps_ = model, 0
         self._n_features_out = self.n_components
 
     def _tensor(self, X: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(X)).to(
-            torch_device(self.device, type(self).__name__), self.torch_dtype_)
+        """``X`` as a tensor of the training dtype and device, sharing memory where it can
+        (a read-only array, e.g. a memory map, is copied: torch tensors are writable)."""
+        X = np.ascontiguousarray(X)
+        if not X.flags.writeable:
+            X = X.copy()
+        return torch.from_numpy(X).to(torch_device(self.device, type(self).__name__),
+                                      self.torch_dtype_)
 
     def _check(self, X: Any, reset: bool) -> np.ndarray:
         X = validate_data(self, X, accept_sparse=("csr", "csc", "coo"),
@@ -203,11 +208,11 @@ class BernoulliRBM(_RBMEstimator):
                 "visible_bias_init": "zero"}
 
     def _info(self, X: np.ndarray) -> DataInfo:
-        binary = bool(np.isin(X, (0.0, 1.0)).all())
-        return DataInfo((X.shape[1],), "binary" if binary else "vector")
+        # probabilities, binary data included: telling them apart would cost a pass over X
+        return DataInfo((X.shape[1],), "vector")
 
     def _start_rows(self, X: np.ndarray) -> np.ndarray:
-        return np.clip(X, 0.0, 1.0)
+        return X if X.min() >= 0 and X.max() <= 1 else np.clip(X, 0.0, 1.0)
 
     def _publish(self) -> None:
         """The fitted attributes, standard form, as NumPy arrays."""
