@@ -37,3 +37,12 @@ def test_other_dimensions_name_the_missing_estimator():
     assert est.sample(3).shape == (3, 3)
     with pytest.raises(ValueError, match=r"n_samples must be a positive integer; got 0"):
         est.sample(0)
+
+
+def test_dtype_float64_trains_and_samples_in_float64():
+    X = np.random.default_rng(0).normal(size=(32, 2))
+    est = EBMDensity(hidden=8, steps=2, langevin_steps=2, batch_size=16, grid_size=20,
+                     dtype="float64", random_state=0).fit(X)
+    assert next(est.model_.parameters()).dtype.is_floating_point
+    assert str(next(est.model_.parameters()).dtype) == "torch.float64"
+    assert np.isfinite(est.score_samples(X[:3])).all() and est.sample(2).shape == (2, 2)

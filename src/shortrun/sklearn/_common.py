@@ -51,6 +51,18 @@ def seeded(rng: np.random.RandomState) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """torch's default dtype set to ``dtype`` inside the block: the EBM's chain sources draw
+    their noise in the default dtype, so a float64 energy needs float64 chains."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
 def train_steps(model: Any, optimizer: Any, batches: Iterable[torch.Tensor],
                 first_step: int = 0) -> int:
     """Run ``model.training_step`` on each batch in order; returns the next step number."""

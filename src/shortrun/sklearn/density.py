@@ -23,10 +23,11 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from shortrun.data.base import DataInfo, LoadedData
 from shortrun.energies.mlp import MLPEnergy
 from shortrun.estimators.grid import make_grid
 from shortrun.models.ebm import EBM
-from shortrun.sklearn._common import seeded, torch_device, torch_dtype
+from shortrun.sklearn._common import default_dtype, seeded, torch_device, torch_dtype
 from shortrun.train.fit import fit
 
 # the standardised data's box is widened by this fraction of its half-width for the grid
@@ -69,11 +70,12 @@ class EBMDensity(BaseEstimator):
         self.scale_ = np.where(scale > 0, scale, 1.0)
         z = torch.from_numpy(self._standardise(X)).to(dtype)
         rng = check_random_state(self.random_state)
-        with seeded(rng):
+        with seeded(rng), default_dtype(dtype):
             energy = MLPEnergy(X.shape[1], hidden=self.hidden, depth=self.depth)
             model = EBM(energy, langevin_steps=self.langevin_steps, step_size=self.step_size,
                         buffer_size=self.buffer_size, init_scale=3.0).to(dtype)
-            fit(model, z, steps=self.steps, batch_size=min(self.batch_size, len(z)),
+            data = LoadedData(train=z, info=DataInfo((X.shape[1],), "vector"))
+            fit(model, data, steps=self.steps, batch_size=min(self.batch_size, len(z)),
                       lr=self.learning_rate, seed=int(rng.randint(0, 2**31 - 1)),
                       device=str(device), progress=False, log_every=max(self.steps, 1))
         self.model_ = model
@@ -124,6 +126,6 @@ class EBMDensity(BaseEstimator):
             raise ValueError(f"EBMDensity.sample: n_samples must be a positive integer; got "
                              f"{n_samples!r}")
         rng = check_random_state(random_state)
-        with seeded(rng):
+        with seeded(rng), default_dtype(next(self.model_.parameters()).dtype):
             z = self.model_.sample(int(n_samples)).double().cpu().numpy()
         return z * self.scale_ + self.mean_
