@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -44,6 +43,11 @@ from shortrun.sklearn._common import (
 )
 
 METHODS = ("pseudo", "exact", "ais")
+
+
+def expit(a: np.ndarray) -> np.ndarray:
+    """The logistic sigmoid, overflow-free: ``exp(−softplus(−a))``."""
+    return np.exp(-np.logaddexp(0, -a))
 
 
 class _RBMEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
