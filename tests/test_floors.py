@@ -18,7 +18,7 @@ PACKAGE = "shortrun"
 
 # Floor of each module or package, most specific prefix first (see CONTRACT.md).
 FLOORS: dict[str, int] = {
-    "shortrun.cli": 6, "shortrun.__main__": 6, "shortrun": 6,
+    "shortrun.cli": 6, "shortrun.__main__": 6, "shortrun": 6, "shortrun.sklearn": 6,
     "shortrun.run": 5, "shortrun.evaluation": 5, "shortrun.report": 5,
     "shortrun.train": 4,
     "shortrun.models": 3,

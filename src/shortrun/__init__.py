@@ -59,6 +59,9 @@ def __getattr__(name: str) -> Any:
     if target is None:
         raise AttributeError(f"module 'shortrun' has no attribute {name!r}")
     module, attr = target.split(":")
+    if module.startswith("shortrun.models."):
+        # a model's ``fit`` method runs shortrun.fit, which installs itself when imported
+        importlib.import_module("shortrun.train.fit")
     value = getattr(importlib.import_module(module), attr)
     globals()[name] = value
     return value

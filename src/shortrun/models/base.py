@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -19,7 +20,7 @@ import torch
 from torch import nn
 
 from shortrun.collectives import average_gradients_now
-from shortrun.errors import ConfigError
+from shortrun.errors import ConfigError, ShortrunError
 from shortrun.fields import fld
 
 if TYPE_CHECKING:
@@ -170,6 +171,15 @@ class Model(nn.Module):
         optimizer.step()
         return norm
 
+    def fit(self, data: Any, **options: Any) -> Model:
+        """``model.fit(x, steps=..., ...)``: the same call as ``shortrun.fit(model, x, ...)``
+        (in memory unless ``run_dir=`` is given); returns the model."""
+        if _FIT is None:
+            raise ShortrunError(f"{type(self).__name__}.fit needs shortrun's training loop, "
+                                "which is not loaded: import shortrun (or shortrun.train.fit) "
+                                "first, or call shortrun.fit(model, x, ...)")
+        return _FIT(self, data, **options)
+
     def compile_networks(self, backend: str = "inductor") -> None:
         """``torch.compile`` every network in place (``nn.Module.compile`` keeps state-dict
         keys, so checkpoints are unchanged); chain sources hold no computation and are skipped.
@@ -207,6 +217,17 @@ class Model(nn.Module):
         return self.info
 
 
+# ``Model.fit``'s loop: installed by the training floor (shortrun.train.fit), which imports this
+# floor and not the other way round
+_FIT: Callable[..., Model] | None = None
+
+
+def install_fit(fit: Callable[..., Model]) -> None:
+    """Make ``fit`` (``shortrun.fit``) what :meth:`Model.fit` calls."""
+    global _FIT
+    _FIT = fit
+
+
 def merge_options(cls: type, options: Any, overrides: dict[str, Any]) -> Any:
     """``options`` (default: ``cls()``) with keyword overrides, each checked like a YAML key."""
     from shortrun.fields import build_section
@@ -214,5 +235,12 @@ def merge_options(cls: type, options: Any, overrides: dict[str, Any]) -> Any:
     base = options if options is not None else cls()
     if not overrides:
         return base
-    checked = build_section("model", cls, overrides)
+    try:
+        checked = build_section("model", cls, overrides)
+    except ConfigError as exc:  # the message names the YAML key; say the keyword too
+        keys = dict.fromkeys(re.findall(r"\bmodel\.([a-z_][a-z0-9_]*)\b", str(exc)))
+        if not keys:
+            raise
+        names = ", ".join(f"{k}= of the model's constructor for model.{k}" for k in keys)
+        raise ConfigError(f"{exc} (from Python: {names})") from None
     return dataclasses.replace(base, **{k: getattr(checked, k) for k in overrides})

@@ -41,10 +41,14 @@ class BernoulliRBM(RBMBase):
     Config = BernoulliRBMOptions
 
     def setup(self, info) -> None:
-        if info.kind != "binary":
-            raise ConfigError(f"model rbm needs {{0,1}} data (data kind 'binary'); this dataset "
-                              f"is {info.kind!r}: set data.binarize (digits: true, mnist: 0.5) or "
-                              "use model grbm for real values")
+        # (N, D) vectors in [0, 1] are visible probabilities, as scikit-learn's BernoulliRBM
+        # takes them; on_train_start checks their range
+        if info.kind not in ("binary", "vector"):
+            raise ConfigError(f"model rbm needs {{0,1}} data (data kind 'binary') or (N, D) "
+                              f"vectors of probabilities in [0, 1]; this dataset is "
+                              f"{info.kind!r}: set data.binarize (digits: true, mnist: 0.5), "
+                              "flatten images in [0, 1] to (N, D) vectors, or use model grbm "
+                              "for real values")
         super().setup(info)
         self.register_buffer("mu", torch.zeros(self.n_visible))
         self.register_buffer("lam", torch.zeros(self.n_hidden))
@@ -64,6 +68,12 @@ class BernoulliRBM(RBMBase):
 
     def on_train_start(self, data) -> None:
         v = data.train.reshape(len(data.train), -1).to(self.W)
+        lo, hi = float(v.min()), float(v.max())
+        if lo < 0 or hi > 1:
+            raise ConfigError(f"model rbm needs {{0,1}} data or probabilities in [0, 1]; these "
+                              f"values span [{lo:g}, {hi:g}]: scale them to [0, 1] (e.g. "
+                              "sklearn.preprocessing.minmax_scale), set data.binarize, or use "
+                              "model grbm for real values")
         if self.options.visible_bias_init == "data":
             p = v.mean(0).clamp(1e-3, 1 - 1e-3)
             self.b.data.copy_(torch.log(p) - torch.log1p(-p))

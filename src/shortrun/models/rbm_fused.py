@@ -35,11 +35,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-import torch.optim.optimizer as _torch_optimizer
-from torch.autograd import profiler as _profiler
 
 from shortrun import routes
 from shortrun.energies.rbm import UNIFORM_NUMPY_FROM, uniform
+from shortrun.models.rbm_sgd import RBMSGD
 from shortrun.products import match_blas_threads
 
 if TYPE_CHECKING:
@@ -327,100 +326,6 @@ def numpy_gibbs(params: BernoulliRBMParams, v: torch.Tensor, n_steps: int,
         for u_h, u_v in _draw_sweeps(min(per_chunk, n_steps - done), n, nh, nv, v, generator):
             _sweep(u_h, u_v, W, b, c, chains)
     return t_v
-
-
-def _unhooked(step):
-    """``step`` without the hook-running wrapper torch puts on an optimiser class when it is
-    first instantiated (marked ``hooked``): ``RBMSGD.step`` carries its own, and through two
-    the step hooks (and the data-parallel gradient all-reduce) would run twice."""
-    while getattr(step, "hooked", False) and hasattr(step, "__wrapped__"):
-        step = step.__wrapped__
-    return step
-
-
-class RBMSGD(torch.optim.SGD):
-    """torch's SGD, plus :meth:`step_numpy`: the same update (weight decay, momentum, the
-    buffers in ``state[p]["momentum_buffer"]``) computed by NumPy on the tensors' memory. For
-    a 64 × 20 RBM torch's foreach SGD cost ~90 µs a step in calls on the AMD EPYC of
-    bench/README, more than the rest of the NumPy update; the NumPy form ~20. The state dict is
-    SGD's, so checkpoints load either way."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._numpy_next = False
-        self._numpy_views: dict[int, tuple] = {}
-
-    def step_numpy(self) -> None:
-        """One update in the NumPy form. Called through :meth:`step` (so that hooks, the
-        profiler and the lr scheduler see it) only when one of them is there to see it: torch's
-        wrappers of ``step`` cost ~60 µs a call on the AVX2 AMD EPYC of session 17, as much as
-        the update itself. CPU float32/float64 parameters; anything else, or Nesterov,
-        dampening, maximize, takes torch's form."""
-        if self._numpy_applies() and not self._observed():
-            self._numpy_update()
-            self._opt_called = True  # what the lr scheduler's wrapper of step() records
-            return
-        self._numpy_next = True
-        try:
-            self.step()
-        finally:
-            self._numpy_next = False
-
-    def _observed(self) -> bool:
-        """Whether a step hook or the autograd profiler would see a call of :meth:`step`."""
-        pre = getattr(_torch_optimizer, "_global_optimizer_pre_hooks", None)
-        post = getattr(_torch_optimizer, "_global_optimizer_post_hooks", None)
-        if pre is None or post is None:
-            return True  # a torch without these names: assume it is watched
-        return bool(pre or post or self._optimizer_step_pre_hooks
-                    or self._optimizer_step_post_hooks
-                    or getattr(_profiler, "_is_profiler_enabled", True))
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        if not (self._numpy_next and self._numpy_applies()):
-            return _unhooked(torch.optim.SGD.step)(self, closure)
-        self._numpy_update()
-        return None
-
-    def _numpy_update(self) -> None:
-        for group in self.param_groups:
-            lr, momentum, decay = group["lr"], group["momentum"], group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                buf_t = state.get("momentum_buffer") if momentum else None
-                g, pn, buf = self._views(p, buf_t)
-                if decay:
-                    g = g + decay * pn
-                if momentum:
-                    if buf is None:
-                        state["momentum_buffer"] = torch.from_numpy(np.array(g, copy=True))
-                    else:
-                        buf *= momentum
-                        buf += g
-                        g = buf
-                pn -= g * lr
-
-    def _views(self, p: torch.Tensor, buf_t: torch.Tensor | None
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """NumPy views of ``p``'s gradient, ``p`` and its momentum buffer, kept while the
-        three tensors are the same objects on the same memory."""
-        grad = p.grad
-        key = (p.data_ptr(), id(grad), grad.data_ptr(), id(buf_t))
-        cached = self._numpy_views.get(id(p))
-        if cached is None or cached[0] != key:
-            cached = (key, (grad.numpy(), p.detach().numpy(),
-                            None if buf_t is None else buf_t.numpy()))
-            self._numpy_views[id(p)] = cached
-        return cached[1]
-
-    def _numpy_applies(self) -> bool:
-        return all(not (g["nesterov"] or g["dampening"] or g["maximize"])
-                   and all(p.device.type == "cpu" and p.dtype in (torch.float32, torch.float64)
-                           for p in g["params"])
-                   for g in self.param_groups)
 
 
 def numpy_works(model: BernoulliRBM) -> bool:

@@ -34,6 +34,7 @@ from shortrun.fields import fld
 from shortrun.models import rbm_fused
 from shortrun.models.base import Model, ModelOptions, OptimOptions, merge_options
 from shortrun.models.inputs import check_batch, check_sample_args
+from shortrun.models.rbm_sgd import RBMSGD
 from shortrun.products import gemm, match_blas_threads
 from shortrun.samplers.gibbs import GibbsState, block_gibbs, hidden_state
 from shortrun.samplers.sources import DataSource, PersistentChains, TemperedChains
@@ -122,6 +123,14 @@ class RBMBase(Model):
         self._settled_step_routes: dict[tuple, Any] = {}  # rbm_fused.step_route, per shape
         self._finish_init()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the per-process step routes and their workspaces (closures over
+        this process's NumPy views): an unpickled model chooses its route again."""
+        state = dict(self.__dict__)
+        state["_settled_step_routes"] = {}
+        state.pop("_numpy_workspace", None)
+        return state
+
     def setup(self, info: DataInfo) -> None:
         m = self.options
         nv, nh = info.dim, m.n_hidden
@@ -162,14 +171,14 @@ class RBMBase(Model):
         """Plain SGD (with ``momentum``) at ``train.lr``; weight decay on ``W`` only. FPCD's
         fast weights learn at ``model.fast_lr``, default ``train.lr``. ``foreach``: the same
         arithmetic in fewer calls, which matters for small RBMs whose whole step is ~300 µs;
-        :class:`~shortrun.models.rbm_fused.RBMSGD` is torch's SGD with a NumPy form of the same
-        update for the NumPy step."""
+        :class:`~shortrun.models.rbm_sgd.RBMSGD` is torch's SGD update without ``torch.optim``
+        (whose constructor imports ``torch._dynamo``), with a NumPy form for the NumPy step."""
         t, m = optim or OptimOptions(), self.options
         self.fast_lr = m.fast_lr or t.lr
         others = [p for n, p in self.named_parameters() if n != "W"]
         groups = [{"params": [self.W], "weight_decay": t.weight_decay},
                   {"params": others, "weight_decay": 0.0}]
-        return {"main": rbm_fused.RBMSGD(groups, lr=t.lr, momentum=m.momentum, foreach=True)}
+        return {"main": RBMSGD(groups, lr=t.lr, momentum=m.momentum, foreach=True)}
 
     @torch.no_grad()
     def negative_phase(self, pos: GibbsState) -> GibbsState:

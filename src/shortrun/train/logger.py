@@ -13,20 +13,22 @@ from shortrun.extras import require
 
 
 class MetricsLogger:
-    def __init__(self, run_dir: Path, enabled: bool = True,
+    def __init__(self, run_dir: Path | None, enabled: bool = True,
                  purge_step: int | None = None) -> None:
         """``purge_step``: on resume, TensorBoard drops events at steps ≥ it (logged after the
-        checkpoint by the interrupted attempt), so no step shows twice."""
-        self.path = run_dir / "metrics.jsonl"
+        checkpoint by the interrupted attempt), so no step shows twice. ``run_dir=None``: the
+        rows stay in memory only (:attr:`rows`, kept either way)."""
+        self.path = run_dir / "metrics.jsonl" if run_dir is not None else None
         self.enabled = enabled
         self.start = time.time()
         self.tb = None
-        if enabled:
+        self.rows: list[dict] = []
+        if enabled and run_dir is not None:
             self.tb = _summary_writer(run_dir / "tb", purge_step)
 
     def truncate_after(self, step: int) -> None:
         """On resume, drop lines logged after the checkpoint we resume from."""
-        if not (self.enabled and self.path.is_file()):
+        if not (self.enabled and self.path is not None and self.path.is_file()):
             return
         keep = []
         for line in self.path.read_text().splitlines():
@@ -41,6 +43,9 @@ class MetricsLogger:
         if not self.enabled:
             return
         row = {"step": step, **extra, **metrics, "time": round(time.time() - self.start, 3)}
+        self.rows.append(row)
+        if self.path is None:
+            return
         clean = {k: (v if not (isinstance(v, float) and not math.isfinite(v)) else str(v))
                  for k, v in row.items()}
         with open(self.path, "a") as f:

@@ -19,8 +19,9 @@ from tqdm import tqdm
 
 from shortrun.data.base import LoadedData
 from shortrun.data.registry import load_data
-from shortrun.errors import DivergenceError, MissingExtraError, TrainingInterrupted
+from shortrun.errors import ConfigError, DivergenceError, MissingExtraError, TrainingInterrupted
 from shortrun.models.base import Model, OptimOptions
+from shortrun.models.rbm_sgd import lr_decay
 from shortrun.models.registry import build_model
 from shortrun.train import checkpoint as ckpt
 from shortrun.train import distributed as dist
@@ -38,7 +39,7 @@ from shortrun.train.threads import ThreadsForTheWork
 
 @dataclass
 class TrainResult:
-    run_dir: Path
+    run_dir: Path | None
     step: int
     metrics: dict[str, float]
 
@@ -48,7 +49,7 @@ def configure_torch(cfg: Config) -> None:
         torch.set_num_threads(cfg.train.threads)
 
 
-def check_finite(metrics: dict[str, float], bound: float, step: int, run_dir: Path,
+def check_finite(metrics: dict[str, float], bound: float, step: int, run_dir: Path | None,
                  last_good: int | None) -> None:
     """The divergence guard: NaN/inf anywhere, or an energy past ``train.energy_bound``."""
     bad = None
@@ -70,12 +71,17 @@ def check_finite(metrics: dict[str, float], bound: float, step: int, run_dir: Pa
 class Trainer:
     """``Trainer(cfg, run_dir)`` builds the model and data the config names; ``data=`` and
     ``model=`` hand it ones built in Python instead (the model is bound to the data's info,
-    moved to ``train.device``, and gets its optimisers from ``cfg.train``)."""
+    moved to ``train.device``, and gets its optimisers from ``cfg.train``). ``run_dir=None``
+    trains in memory (``shortrun.fit`` without a folder): no file is written, no picture drawn,
+    and the logged metrics stay in ``self.logger.rows``."""
 
-    def __init__(self, cfg: Config, run_dir: Path, resume: bool = False,
+    def __init__(self, cfg: Config, run_dir: Path | None, resume: bool = False,
                  data: LoadedData | None = None, model: Model | None = None) -> None:
-        self.run_dir = Path(run_dir)
-        if data is not None:  # data from Python: the run records it, not cfg.data's dataset
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        if resume and self.run_dir is None:
+            raise ConfigError("Trainer: resume needs the run directory to resume from")
+        if data is not None and self.run_dir is not None:
+            # data from Python: the run records it, not cfg.data's dataset
             cfg = adopt_own_data(cfg, data, self.run_dir)
         self.cfg = cfg
         configure_torch(cfg)
@@ -105,12 +111,12 @@ class Trainer:
         if self.dist.enabled:
             for opt in self.optimizers.values():
                 dist.average_gradients_before_step(opt, self.dist.world)
-        self.schedulers = {k: torch.optim.lr_scheduler.ExponentialLR(o, gamma=t.lr_decay)
-                           for k, o in self.optimizers.items()}
+        self.schedulers = {k: lr_decay(o, t.lr_decay) for k, o in self.optimizers.items()}
         self.step = 0
         self.last_good: int | None = None
         start_over = resume and not has_checkpoint(self.run_dir) \
             and (self.run_dir / CONFIG).is_file()
+        on_disk = self.dist.is_main and self.run_dir is not None
         if start_over:  # stopped before its first checkpoint: nothing to resume, start again
             resume = False
             if self.dist.is_main:
@@ -119,7 +125,7 @@ class Trainer:
         if resume:
             self._restore()
         else:
-            if self.dist.is_main:
+            if on_disk:
                 prepare_new(self.run_dir, start_over=start_over)
                 write_own_data(cfg, self.data, self.run_dir)
                 save_config(cfg, self.run_dir / CONFIG)
@@ -128,7 +134,7 @@ class Trainer:
                 # rank 0's parameters everywhere, after the data-dependent init (which runs
                 # under each rank's own seed); a resumed run loads them from the checkpoint
                 dist.broadcast_parameters(self.model)
-        if self.dist.is_main:
+        if on_disk:
             record_provenance(self.run_dir, self.step, cfg.train.device, resumed=resume)
         self.logger = MetricsLogger(self.run_dir, enabled=self.dist.is_main,
                                     purge_step=self.step + 1 if resume else None)
@@ -243,10 +249,11 @@ class Trainer:
                     lr = {f"lr_{k}": o.param_groups[0]["lr"] for k, o in self.optimizers.items()}
                     self.logger.log(self.step, last_logged, epoch=self.step / spe, **lr)
                     bar.set_postfix({k: f"{v:.3g}" for k, v in list(last_logged.items())[:4]})
-                if (self.step % t.sample_every == 0 or done) and self.dist.is_main:
-                    self.draw()
-                if self.step % t.ckpt_every == 0 or done:
-                    self.save()
+                if self.run_dir is not None:  # in memory: no pictures, no checkpoints
+                    if (self.step % t.sample_every == 0 or done) and self.dist.is_main:
+                        self.draw()
+                    if self.step % t.ckpt_every == 0 or done:
+                        self.save()
                 if progress is not None:
                     progress.maybe_print(self.step, self.total_steps, last_logged)
                 if stop.signum is not None and not done:
@@ -273,9 +280,13 @@ class Trainer:
 
     def _stop_on_signal(self, signum: int) -> None:
         """Checkpoint the step just finished (unless it was just saved), then stop."""
+        by = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
+        if self.run_dir is None:
+            raise TrainingInterrupted(f"interrupted{by} at step {self.step}; trained in memory "
+                                      "(no run_dir): the model holds that step's state",
+                                      exit_code=128 + signum)
         if self.last_good != self.step:
             self.save()
-        by = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
         raise TrainingInterrupted(f"interrupted{by} at step {self.step}; checkpoint "
                                   f"saved: {self._resume_hint()}", exit_code=128 + signum)
 
@@ -292,6 +303,8 @@ class Trainer:
         the resumed run will not be bit-identical. A second Ctrl-C, or several ranks (which
         would block in the save's gather), save nothing.
         """
+        if self.run_dir is None:  # in memory: the model object itself is what survives
+            return
         if self.dist.enabled or not self.dist.is_main or isinstance(exc, KeyboardInterrupt):
             where = (f"the last checkpoint (step {self.last_good}) is intact"
                      if self.last_good is not None else "no checkpoint was written")
