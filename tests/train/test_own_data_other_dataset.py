@@ -78,3 +78,26 @@ def test_eval_scores_and_draws_against_the_moons_not_the_eight_gaussians(moons_r
     gaussians = load_data(resolve("ebm_8gaussians", TINY).data).test[:n]
     assert result["mmd"] != pytest.approx(mmd2(samples, gaussians), rel=1e-3)
     assert all(torch.equal(d, moons.train) for d in drawn)
+
+
+def test_the_named_dataset_drawn_with_other_options_is_the_runs_own_data(tmp_path):
+    """``load_data`` of the recipe's own dataset name, but drawn with other options (another
+    seed of the synthetic draw): the run keeps what it trained on, since re-loading what the
+    config names would give other points."""
+    cfg = resolve("ebm_8gaussians", TINY)
+    other = load_data(resolve("ebm_8gaussians", [*TINY, "data.seed=99"]).data)
+    assert not torch.equal(other.train, load_data(cfg.data).train)
+    trainer = Trainer(cfg, tmp_path / "run", data=other)
+    trainer.close()
+    assert trainer.cfg.data.name == "npz"
+    assert torch.equal(load_data(read_config(tmp_path / "run").data).train, other.train)
+
+
+def test_the_named_dataset_read_from_another_folder_keeps_its_name(tmp_path):
+    """Only where the files were read from differs: the same dataset, not copied."""
+    cfg = resolve("ebm_8gaussians", TINY)
+    same = load_data(resolve("ebm_8gaussians", [*TINY, f"data.data_dir={tmp_path}"]).data)
+    trainer = Trainer(cfg, tmp_path / "run", data=same)
+    trainer.close()
+    assert trainer.cfg.data.name == "8gaussians"
+    assert not (tmp_path / "run" / "data.npz").exists()
