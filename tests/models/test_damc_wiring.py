@@ -57,7 +57,7 @@ def pull_apart(model: nn.Module) -> tuple[nn.Module, nn.Module]:
     g = torch.Generator().manual_seed(123)
     with torch.no_grad():
         for p in online.parameters():
-            p.add_(0.5 * torch.randn(p.shape, generator=g))
+            p.add_(0.1 * torch.randn(p.shape, generator=g))  # draws stay O(1): no saturation
     assert any(not torch.equal(a, b) for a, b in zip(online.parameters(), slow.parameters(),
                                                      strict=True))
     return online, slow
@@ -100,15 +100,16 @@ def test_sample_draws_the_online_unconditional_amortizer_then_damc_sample_steps(
     online, slow = pull_apart(model)
     got = model.sample(5, generator=seeded())
 
-    def expected(net):
+    def expected(net, steps=k):
         g = seeded()
         z0 = net.sample(5, None, g)
-        return model.generator(ula(lambda z: prior_energy(model, z), z0, k, PRIOR_S, g))
+        return model.generator(ula(lambda z: prior_energy(model, z), z0, steps, PRIOR_S, g))
 
     with torch.no_grad():
-        want, other = expected(online), expected(slow)
-    assert close(got, want), (got, want)
-    assert not close(got, other)  # the slow copy would have given another draw
+        want = expected(online)
+        assert close(got, want), (got, want)
+        assert not close(got, expected(slow))  # the slow copy would give another draw
+        assert not close(got, expected(online, 5))  # so would the training chain's 5 steps
 
 
 def test_sample_steps_given_to_sample_win_over_damc_sample_steps():
@@ -173,7 +174,7 @@ def test_the_training_chains_start_from_the_slow_copy_not_the_online_one():
             g = torch.Generator().manual_seed(5)
             with torch.no_grad():
                 for p in (online if move == "online" else slow).parameters():
-                    p.add_(0.5 * torch.randn(p.shape, generator=g))
+                    p.add_(0.1 * torch.randn(p.shape, generator=g))
         optimizers = model.build_optimizers()
         torch.manual_seed(11)
         model.training_step(data(8), 0, optimizers)
@@ -217,3 +218,32 @@ def test_a_recipe_model_samples_with_sample_steps_else_damc_sample_steps(extra, 
 
     assert close(got, expected(online))
     assert not close(got, expected(slow))
+
+
+@pytest.mark.parametrize("option,value", [("damc_steps", 7), ("damc_logsnr_min", -3.0),
+                                          ("damc_logsnr_max", 6.0)])
+def test_the_amortizers_schedule_options_reach_its_draws(option, value):
+    """The same networks (same seed) and the same random stream: a draw of q_φ(z) changes
+    when the diffusion's step count or log-SNR range changes, so the option is used."""
+    base = damc_lebm().sample(4, generator=seeded())
+    changed = damc_lebm(**{option: value}).sample(4, generator=seeded())
+    assert torch.equal(damc_lebm().sample(4, generator=seeded()), base)  # deterministic
+    assert not close(changed, base)
+
+
+@pytest.mark.parametrize("noise_chains", [True, False])
+def test_the_prior_chains_add_as_many_from_noise_with_damc_noise_chains(noise_chains,
+                                                                         monkeypatch):
+    """docs/damc.md, step 3: the prior chains start from z₀ and, with ``damc_noise_chains``,
+    as many more from N(0, I): the prior energy then sees twice the batch."""
+    model = damc_lebm(damc_noise_chains=noise_chains, damc_updates=1)
+    rows: list[int] = []
+    real = model.prior_energy
+
+    def spy(z):
+        rows.append(z.shape[0])
+        return real(z)
+
+    monkeypatch.setattr(model, "prior_energy", spy)
+    model.training_step(data(8), 0, model.build_optimizers())
+    assert max(rows) == (16 if noise_chains else 8)

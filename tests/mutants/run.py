@@ -25,6 +25,7 @@ import argparse
 import datetime
 import os
 import queue
+import resource
 import runpy
 import shutil
 import subprocess
@@ -222,16 +223,25 @@ def commit_of(root: Path = ROOT) -> str:
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of the finished child processes (the pytest runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def summary_line(outcomes: list[Outcome], n_listed: int, n_all: int, seconds: float,
-                 jobs: int) -> str:
-    """The one-line record of a run: killed / total, wall time, jobs, CPU, commit, date."""
+                 jobs: int, cpu_seconds: float | None = None) -> str:
+    """The one-line record of a run: killed / total, wall time (and the pytest runs' CPU
+    time, which a loaded machine does not inflate as it does the wall time), jobs, CPU,
+    commit, date."""
     mutants = [o for o in outcomes if o.mutant_id != "(baseline)"]
     killed = sum(o.status == KILLED for o in mutants)
     baseline = next((o.status for o in outcomes if o.mutant_id == "(baseline)"), "skipped")
     which = "all" if n_listed == n_all else f"subset of {n_all}"
     today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    cpu = "" if cpu_seconds is None else f", {cpu_seconds:.0f} s CPU"
     return (f"mutants: {killed}/{n_listed} killed ({which}); baseline {baseline.lower()}; "
-            f"{seconds:.0f} s wall on {jobs} job{'s' * (jobs > 1)}; {cpu_description()}; "
+            f"{seconds:.0f} s wall{cpu} on {jobs} job{'s' * (jobs > 1)}; {cpu_description()}; "
             f"commit {commit_of()}; {today}")
 
 
@@ -256,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         for m in mutants:
             print(f"{m.id:32s} {m.file}: {m.why}")
         return 0
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), children_cpu_seconds()
     try:
         outcomes = run_all(mutants, max(1, args.jobs), args.timeout, not args.no_baseline)
     except RuntimeError as err:
@@ -270,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{counts[ERROR]} errors; {seconds:.0f} s wall")
     for o in bad:
         print(f"  {o.status}: {o.mutant_id}: {o.detail}")
-    line = summary_line(outcomes, len(mutants), n_all, seconds, max(1, args.jobs))
+    line = summary_line(outcomes, len(mutants), n_all, seconds, max(1, args.jobs),
+                        children_cpu_seconds() - cpu_start)
     print(line)
     if args.record:
         path = Path(args.record)

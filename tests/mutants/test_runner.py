@@ -113,9 +113,9 @@ def test_the_summary_line_records_kills_wall_time_jobs_and_cpu(tmp_path, monkeyp
                 Outcome("b", "SURVIVED", "", 1.0)]
     monkeypatch.setitem(run_mutant_globals(), "cpu_description", lambda: "Toy CPU")
     monkeypatch.setitem(run_mutant_globals(), "commit_of", lambda: "abc1234")
-    line = run["summary_line"](outcomes, 2, 5, 123.4, 2)
-    assert line.startswith("mutants: 1/2 killed (subset of 5); baseline passed; 123 s wall on "
-                           "2 jobs; Toy CPU; commit abc1234; ")
+    line = run["summary_line"](outcomes, 2, 5, 123.4, 2, 201.0)
+    assert line.startswith("mutants: 1/2 killed (subset of 5); baseline passed; 123 s wall, "
+                           "201 s CPU on 2 jobs; Toy CPU; commit abc1234; ")
     assert "\n" not in line
     assert run["summary_line"](outcomes[1:], 2, 2, 9.0, 1).startswith(
         "mutants: 1/2 killed (all); baseline skipped; 9 s wall on 1 job; ")

@@ -12,6 +12,7 @@ import torch
 import yaml
 
 from shortrun.cli import main
+from shortrun.data.base import LoadedData
 from shortrun.data.registry import load_data
 from shortrun.estimators import grid
 from shortrun.metrics.mmd import mmd2
@@ -78,6 +79,18 @@ def test_eval_scores_and_draws_against_the_moons_not_the_eight_gaussians(moons_r
     gaussians = load_data(resolve("ebm_8gaussians", TINY).data).test[:n]
     assert result["mmd"] != pytest.approx(mmd2(samples, gaussians), rel=1e-3)
     assert all(torch.equal(d, moons.train) for d in drawn)
+
+
+def test_data_stamped_by_hand_with_another_name_is_the_runs_own_data(tmp_path):
+    """A stamp without the options it was drawn with (set by hand, or by an older shortrun):
+    the name alone tells it is not what the recipe names."""
+    moons = load_data(resolve("ebm_moons", TINY).data)
+    stamped = LoadedData(train=moons.train, test=moons.test, info=moons.info,
+                         extras={"dataset": "moons"})
+    trainer = Trainer(resolve("ebm_8gaussians", TINY), tmp_path / "run", data=stamped)
+    trainer.close()
+    assert trainer.cfg.data.name == "npz"
+    assert torch.equal(load_data(read_config(tmp_path / "run").data).train, moons.train)
 
 
 def test_the_named_dataset_drawn_with_other_options_is_the_runs_own_data(tmp_path):
