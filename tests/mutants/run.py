@@ -191,7 +191,8 @@ def run_all(mutants: list[Mutant], jobs: int = 2, timeout: float = 600.0,
 
 
 def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
-    """``<model name> (cpu family F model M, N CPUs)`` from /proc/cpuinfo, else the platform's."""
+    """``<model name> (cpu family F model M, <vector tier>, N CPUs)`` from /proc/cpuinfo, else
+    the platform's."""
     import platform
 
     try:
@@ -203,8 +204,10 @@ def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
             count += key == "processor"
             fields.setdefault(key, value.strip())
         name = fields.get("model name") or platform.processor() or platform.machine()
+        flags = set(fields.get("flags", "").split())
+        tier = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "no avx2"
         return f"{name} (cpu family {fields.get('cpu family', '?')} model " \
-               f"{fields.get('model', '?')}, {count} CPUs)"
+               f"{fields.get('model', '?')}, {tier}, {count} CPUs)"
     except OSError:
         return platform.processor() or platform.machine() or "unknown CPU"
 

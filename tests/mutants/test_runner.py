@@ -105,9 +105,9 @@ def test_the_copy_holds_bench_so_a_bench_script_can_be_mutated(tmp_path):
 
 def test_the_summary_line_records_kills_wall_time_jobs_and_cpu(tmp_path, monkeypatch):
     cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("processor\t: 0\nmodel name\t: Toy CPU\ncpu family\t: 25\nmodel\t\t: 17\n\n"
-                       "processor\t: 1\nmodel name\t: Toy CPU\ncpu family\t: 25\nmodel\t\t: 17\n")
-    assert run["cpu_description"](cpuinfo) == "Toy CPU (cpu family 25 model 17, 2 CPUs)"
+    cpu = "model name\t: Toy CPU\ncpu family\t: 25\nmodel\t\t: 17\nflags\t\t: fpu avx2 fma\n"
+    cpuinfo.write_text(f"processor\t: 0\n{cpu}\nprocessor\t: 1\n{cpu}")
+    assert run["cpu_description"](cpuinfo) == "Toy CPU (cpu family 25 model 17, avx2, 2 CPUs)"
     Outcome = run["Outcome"]
     outcomes = [Outcome("(baseline)", "PASSED", "", 1.0), Outcome("a", "KILLED", "", 2.0),
                 Outcome("b", "SURVIVED", "", 1.0)]
