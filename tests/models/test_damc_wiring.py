@@ -13,8 +13,8 @@ step size or no noise gives another number.
 
 Written against public behaviour only (the model built from options as docs/damc.md and the
 recipes build it; the two copies found as the model's two ``LatentDiffusionAmortizer``
-submodules, the slow one being the copy that takes no gradient), so the tests hold however
-the chain source is wired inside.
+submodules, the online one being the one its optimisers step), so the tests hold however the
+chain source is wired inside.
 """
 
 from __future__ import annotations
@@ -42,11 +42,14 @@ def damc_lebm(**options) -> shortrun.LEBM:
     return shortrun.LEBM(gen, shortrun.PriorTilt(2, 8), info=VECTOR, **{**values, **options})
 
 
-def copies(model: nn.Module) -> tuple[nn.Module, nn.Module]:
-    """``(online φ, slow φ̄)``: the model's two amortizers; the slow one takes no gradient."""
+def copies(model) -> tuple[nn.Module, nn.Module]:
+    """``(online φ, slow φ̄)``: the model's two amortizers; the online one is what the model's
+    optimisers step, the slow one is stepped by none (it follows φ by its EMA)."""
     nets = [m for m in model.modules() if isinstance(m, shortrun.LatentDiffusionAmortizer)]
-    online = [n for n in nets if all(p.requires_grad for p in n.parameters())]
-    slow = [n for n in nets if not any(p.requires_grad for p in n.parameters())]
+    stepped = {id(p) for opt in model.build_optimizers().values()
+               for group in opt.param_groups for p in group["params"]}
+    online = [n for n in nets if all(id(p) in stepped for p in n.parameters())]
+    slow = [n for n in nets if not any(id(p) in stepped for p in n.parameters())]
     assert len(nets) == 2 and len(online) == 1 and len(slow) == 1, nets
     return online[0], slow[0]
 

@@ -15,6 +15,7 @@ from shortrun.cli import main
 from shortrun.data.base import LoadedData
 from shortrun.data.registry import load_data
 from shortrun.estimators import grid
+from shortrun.evaluation import density as density_eval
 from shortrun.metrics.mmd import mmd2
 from shortrun.run import load_run
 from shortrun.train.config import resolve
@@ -67,7 +68,7 @@ def test_eval_scores_and_draws_against_the_moons_not_the_eight_gaussians(moons_r
         drawn.append(data_train.clone())
         return real(energy, samples, data_train, *args, **kwargs)
 
-    monkeypatch.setattr(grid, "save_density_and_samples", spy)
+    monkeypatch.setattr(density_eval, "save_density_and_samples", spy)  # RUN_DIR/density.png
     assert main(["eval", str(run_dir), "--metrics", "mmd"]) == 0
     capsys.readouterr()
     result = json.loads((run_dir / "eval.json").read_text())
@@ -78,7 +79,7 @@ def test_eval_scores_and_draws_against_the_moons_not_the_eight_gaussians(moons_r
     assert result["mmd"] == pytest.approx(mmd2(samples, moons.test[:n]), rel=1e-6)
     gaussians = load_data(resolve("ebm_8gaussians", TINY).data).test[:n]
     assert result["mmd"] != pytest.approx(mmd2(samples, gaussians), rel=1e-3)
-    assert all(torch.equal(d, moons.train) for d in drawn)
+    assert drawn and all(torch.equal(d, moons.train) for d in drawn)  # density.png too
 
 
 def test_data_stamped_by_hand_with_another_name_is_the_runs_own_data(tmp_path):
