@@ -28,9 +28,10 @@ test: setup
 	$(PY) -m ruff check src tests bench examples
 	$(PY) -m pytest -q -rs
 
-# Every listed single-line mutant (tests/mutants/mutants.py) must fail its tests; 2 jobs.
+# Every listed single-line mutant (tests/mutants/mutants.py) must fail its tests; 2 jobs. The
+# result (killed / total, wall time, CPU, commit) is appended to bench/results/mutants.txt.
 mutants: setup
-	$(PY) tests/mutants/run.py --jobs 2
+	$(PY) tests/mutants/run.py --jobs 2 --record bench/results/mutants.txt
 
 # The latent-model pictures of docs/lebm.md, docs/dual_mcmc.md, docs/text.md (bench/gallery.py):
 # finished runs in runs/gallery are reused, missing ones trained (2 at a time): about 2 CPU hours

@@ -3,8 +3,10 @@
     python tests/mutants/run.py              # all mutants in tests/mutants/mutants.py, 2 jobs
     python tests/mutants/run.py --only ebm_pos_neg_swap --jobs 1
     python tests/mutants/run.py --list
+    python tests/mutants/run.py --record bench/results/mutants.log   # what `make mutants` does
 
-Each job owns a temporary copy of ``src/``, ``tests/`` and ``pyproject.toml``. A mutant replaces
+Each job owns a temporary copy of ``src/``, ``tests/``, ``bench/`` and ``pyproject.toml`` (so
+a mutant may target a bench script, e.g. the anomaly protocol's). A mutant replaces
 one exact snippet (it must occur exactly once in its file; otherwise the mutant is an ERROR,
 never counted as killed) in that copy, runs
 ``python -m pytest -x -q -p no:cacheprovider <tests>`` with the copy's ``src`` first on
@@ -12,14 +14,18 @@ PYTHONPATH, and restores the file. pytest's exit status 1 (a test failed) is KIL
 SURVIVED, anything else (collection error, no tests, timeout) is an ERROR. A baseline job runs
 every listed test unmutated first and must pass, so a failing test cannot pass for a kill.
 Bytecode is never written, so a restored file can never be shadowed by a stale ``.pyc``.
-Exit status 0 only when the baseline passes and every mutant is killed. Standard library only.
+Exit status 0 only when the baseline passes and every mutant is killed. The last line printed
+is a one-line record (killed / total, wall time, jobs, CPU model, commit, date); ``--record
+PATH`` also appends it to PATH. Standard library only.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import queue
+import resource
 import runpy
 import shutil
 import subprocess
@@ -32,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MUTANTS_FILE = Path(__file__).resolve().with_name("mutants.py")
-COPIED = ("src", "tests", "pyproject.toml")
+COPIED = ("src", "tests", "bench", "pyproject.toml")
 KILLED, SURVIVED, ERROR = "KILLED", "SURVIVED", "ERROR"
 
 
@@ -71,7 +77,8 @@ def load_mutants(path: Path = MUTANTS_FILE) -> list[Mutant]:
 
 
 def copy_tree(root: Path, dest: Path) -> Path:
-    """``src/``, ``tests/`` and ``pyproject.toml`` of ``root`` into ``dest`` (no caches)."""
+    """``src/``, ``tests/``, ``bench/`` and ``pyproject.toml`` of ``root`` into ``dest`` (no
+    caches)."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
     for name in COPIED:
         source = root / name
@@ -183,6 +190,64 @@ def run_all(mutants: list[Mutant], jobs: int = 2, timeout: float = 600.0,
             return list(pool.map(task, works))
 
 
+def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """``<model name> (cpu family F model M, <vector tier>, N CPUs)`` from /proc/cpuinfo, else
+    the platform's."""
+    import platform
+
+    try:
+        fields: dict[str, str] = {}
+        count = 0
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            count += key == "processor"
+            fields.setdefault(key, value.strip())
+        name = fields.get("model name") or platform.processor() or platform.machine()
+        flags = set(fields.get("flags", "").split())
+        tier = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "no avx2"
+        return f"{name} (cpu family {fields.get('cpu family', '?')} model " \
+               f"{fields.get('model', '?')}, {tier}, {count} CPUs)"
+    except OSError:
+        return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def commit_of(root: Path = ROOT) -> str:
+    """The source's git commit, ``+dirty`` when it has uncommitted changes; ``?`` outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
+                              capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src", "tests", "bench"],
+                               cwd=root, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    if head.returncode != 0:
+        return "?"
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of the finished child processes (the pytest runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def summary_line(outcomes: list[Outcome], n_listed: int, n_all: int, seconds: float,
+                 jobs: int, cpu_seconds: float | None = None) -> str:
+    """The one-line record of a run: killed / total, wall time (and the pytest runs' CPU
+    time, which a loaded machine does not inflate as it does the wall time), jobs, CPU,
+    commit, date."""
+    mutants = [o for o in outcomes if o.mutant_id != "(baseline)"]
+    killed = sum(o.status == KILLED for o in mutants)
+    baseline = next((o.status for o in outcomes if o.mutant_id == "(baseline)"), "skipped")
+    which = "all" if n_listed == n_all else f"subset of {n_all}"
+    today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    cpu = "" if cpu_seconds is None else f", {cpu_seconds:.0f} s CPU"
+    return (f"mutants: {killed}/{n_listed} killed ({which}); baseline {baseline.lower()}; "
+            f"{seconds:.0f} s wall{cpu} on {jobs} job{'s' * (jobs > 1)}; {cpu_description()}; "
+            f"commit {commit_of()}; {today}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", metavar="ID", help="run these mutant ids only")
@@ -190,8 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per pytest run")
     parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--record", metavar="PATH",
+                        help="append the one-line summary (killed/total, wall, CPU) to PATH")
     args = parser.parse_args(argv)
     mutants = load_mutants()
+    n_all = len(mutants)
     if args.only:
         unknown = sorted(set(args.only) - {m.id for m in mutants})
         if unknown:
@@ -201,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         for m in mutants:
             print(f"{m.id:32s} {m.file}: {m.why}")
         return 0
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), children_cpu_seconds()
     try:
         outcomes = run_all(mutants, max(1, args.jobs), args.timeout, not args.no_baseline)
     except RuntimeError as err:
@@ -210,10 +278,19 @@ def main(argv: list[str] | None = None) -> int:
     counts = {s: sum(o.status == s for o in outcomes if o.mutant_id != "(baseline)")
               for s in (KILLED, SURVIVED, ERROR)}
     bad = [o for o in outcomes if o.status not in (KILLED, "PASSED")]
+    seconds = time.perf_counter() - start
     print(f"\n{len(mutants)} mutants: {counts[KILLED]} killed, {counts[SURVIVED]} survived, "
-          f"{counts[ERROR]} errors; {time.perf_counter() - start:.0f} s wall")
+          f"{counts[ERROR]} errors; {seconds:.0f} s wall")
     for o in bad:
         print(f"  {o.status}: {o.mutant_id}: {o.detail}")
+    line = summary_line(outcomes, len(mutants), n_all, seconds, max(1, args.jobs),
+                        children_cpu_seconds() - cpu_start)
+    print(line)
+    if args.record:
+        path = Path(args.record)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            f.write(line + "\n")
     return 1 if bad else 0
 
 

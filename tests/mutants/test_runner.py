@@ -92,3 +92,30 @@ def test_the_listed_mutants_are_well_formed_and_anchor_once():
         assert "\n" not in m.original and m.why, m.id
         for t in m.tests:
             assert (REPO / t.split("::")[0]).is_file(), (m.id, t)
+
+
+def test_the_copy_holds_bench_so_a_bench_script_can_be_mutated(tmp_path):
+    root = tmp_path / "repo"
+    for folder in ("src", "tests", "bench"):
+        (root / folder).mkdir(parents=True)
+    (root / "bench" / "protocol.py").write_text("CHOICE = 'validation'\n")
+    work = run["copy_tree"](root, tmp_path / "work")
+    assert (work / "bench" / "protocol.py").read_text() == "CHOICE = 'validation'\n"
+
+
+def test_the_summary_line_records_kills_wall_time_jobs_and_cpu(tmp_path, monkeypatch):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpu = "model name\t: Toy CPU\ncpu family\t: 25\nmodel\t\t: 17\nflags\t\t: fpu avx2 fma\n"
+    cpuinfo.write_text(f"processor\t: 0\n{cpu}\nprocessor\t: 1\n{cpu}")
+    assert run["cpu_description"](cpuinfo) == "Toy CPU (cpu family 25 model 17, avx2, 2 CPUs)"
+    Outcome = run["Outcome"]
+    outcomes = [Outcome("(baseline)", "PASSED", "", 1.0), Outcome("a", "KILLED", "", 2.0),
+                Outcome("b", "SURVIVED", "", 1.0)]
+    monkeypatch.setitem(run_mutant_globals(), "cpu_description", lambda: "Toy CPU")
+    monkeypatch.setitem(run_mutant_globals(), "commit_of", lambda: "abc1234")
+    line = run["summary_line"](outcomes, 2, 5, 123.4, 2, 201.0)
+    assert line.startswith("mutants: 1/2 killed (subset of 5); baseline passed; 123 s wall, "
+                           "201 s CPU on 2 jobs; Toy CPU; commit abc1234; ")
+    assert "\n" not in line
+    assert run["summary_line"](outcomes[1:], 2, 2, 9.0, 1).startswith(
+        "mutants: 1/2 killed (all); baseline skipped; 9 s wall on 1 job; ")

@@ -46,9 +46,11 @@ def dataset_options(name: str) -> type[DataOptions]:
 
 
 def load_data(options: DataOptions) -> LoadedData:
-    """The dataset ``options.name``, stamped with that name in ``extras["dataset"]`` so that a
-    Trainer handed it in Python knows it is the registered set and not the user's own data."""
+    """The dataset ``options.name``, stamped with that name in ``extras["dataset"]`` and with
+    ``options`` in ``extras["dataset_options"]``, so that a Trainer handed it in Python knows
+    whether it is the set its config names (the same name and options) or the user's own data."""
     module, _, loader = _entry(options.name)
     data = getattr(importlib.import_module(module), loader)(options)
     data.extras.setdefault("dataset", options.name)
+    data.extras.setdefault("dataset_options", options)
     return data

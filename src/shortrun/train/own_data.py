@@ -21,9 +21,23 @@ NEEDS_DENSITY = ("kl_grid",)
 
 
 def is_registered(cfg: Config, data: LoadedData) -> bool:
-    """True when ``data`` came from ``load_data(cfg.data)`` (stamped with that name), or is text
-    (whose vocabulary lives with the registered dataset)."""
-    return data.extras.get("dataset") == cfg.data.name or data.info.kind == "text"
+    """True when ``data`` came from ``load_data(cfg.data)`` (stamped with that name and the same
+    options, wherever its files were read from), or is text (whose vocabulary lives with the
+    registered dataset). The same name drawn with other options (another seed, split or size)
+    is other data: loading what the config names would not give it back."""
+    if data.info.kind == "text":
+        return True
+    stamped = data.extras.get("dataset_options", cfg.data)
+    return (data.extras.get("dataset") == cfg.data.name
+            and _without_folder(stamped) == _without_folder(cfg.data))
+
+
+def _without_folder(options: object) -> object:
+    """``options`` as a comparable value, less ``data_dir`` (where the files were read from)."""
+    if not dataclasses.is_dataclass(options) or isinstance(options, type):
+        return options
+    return type(options), {k: v for k, v in dataclasses.asdict(options).items()
+                           if k != "data_dir"}
 
 
 def adopt_own_data(cfg: Config, data: LoadedData, run_dir: Path) -> Config:
