@@ -44,7 +44,10 @@ from shortrun.products import match_blas_threads
 
 if TYPE_CHECKING:
     from shortrun.energies.rbm import BernoulliRBMParams
-    from shortrun.models.rbm import BernoulliRBM
+
+# A BernoulliRBM, named by its role: importing models/rbm.py here would close an import circle
+# (rbm -> rbm_learning -> rbm_fused -> rbm)
+RBM = torch.nn.Module
 
 FAMILY = "rbm_step"
 ROUTES = ("torch", "numpy")  # what a pin may name; "numpy@1" is NumPy with a one-thread BLAS
@@ -52,13 +55,13 @@ FIXED = "torch"
 _WORKS: dict[tuple, bool] = {}
 
 
-def applies(model: BernoulliRBM) -> bool:
+def applies(model: RBM) -> bool:
     """Whether the NumPy step computes this model's update (module docstring, "Scope")."""
-    from shortrun.models.rbm import BernoulliRBM
-
     m = model.options
     W = model.W
-    if not (type(model) is BernoulliRBM and m.learning in ("cd", "pcd") and m.chain == "gibbs"):
+    # only the class that declares the NumPy step, not a subclass that may change the update
+    if not (vars(type(model)).get("numpy_step", False) and m.learning in ("cd", "pcd")
+            and m.chain == "gibbs"):
         return False
     if W.device.type != "cpu" or W.dtype not in (torch.float32, torch.float64):
         return False
@@ -168,7 +171,7 @@ class _Workspace:
     concatenated: data rows first, chain rows after, as the free energies and ``Wᵀ``'s
     gradient stack them."""
 
-    def __init__(self, model: BernoulliRBM, n_pos: int, tensors: tuple[torch.Tensor, ...],
+    def __init__(self, model: RBM, n_pos: int, tensors: tuple[torch.Tensor, ...],
                  key: tuple) -> None:
         self.tensors, self.key = tensors, key
         self.params = tensors[:3]
@@ -206,7 +209,7 @@ class _Workspace:
         return _draw_sweeps(self.k, self.n_neg, self.nh, self.nv, self.t_u, out=self.t_u)
 
 
-def _workspace(model: BernoulliRBM, n_pos: int) -> _Workspace:
+def _workspace(model: RBM, n_pos: int) -> _Workspace:
     """The model's workspace for batches of ``n_pos``, rebuilt when an option it depends on
     changed or a tensor it views was replaced (``.to()``, a new chain set)."""
     m = model.options
@@ -226,7 +229,7 @@ class NumpyStep:
     """One update of ``model`` (a :class:`BernoulliRBM`) with ``optimizer`` (its SGD), on NumPy
     views of the parameters, buffers and momentum buffers: ``step(batch) -> metrics``."""
 
-    def __init__(self, model: BernoulliRBM, optimizer: torch.optim.Optimizer,
+    def __init__(self, model: RBM, optimizer: torch.optim.Optimizer,
                  blas_threads: int | None = None) -> None:
         self.model, self.optimizer, self.blas_threads = model, optimizer, blas_threads
 
@@ -294,7 +297,7 @@ class NumpyStep:
 GIBBS_CHUNK = 1 << 20
 
 
-def samples_with_numpy(model: BernoulliRBM) -> bool:
+def samples_with_numpy(model: RBM) -> bool:
     """Whether :meth:`RBMBase.sample` runs its Gibbs sweeps as NumPy calls: where the NumPy
     step applies and this model's measured (or pinned) ``rbm_step`` route is a NumPy one.
     The sampler follows the step's route rather than a size rule of its own: both are the
@@ -423,7 +426,7 @@ class RBMSGD(torch.optim.SGD):
                    for g in self.param_groups)
 
 
-def numpy_works(model: BernoulliRBM) -> bool:
+def numpy_works(model: RBM) -> bool:
     """The float64 cross-check, once per option set: two updates of a float64 copy of
     ``model`` by the torch step and by :class:`NumpyStep`, from the same state and RNG state,
     agree to float64 rounding (parameters, offsets, chains, momentum, metrics)."""
@@ -437,8 +440,8 @@ def numpy_works(model: BernoulliRBM) -> bool:
     return _WORKS[key]
 
 
-def _twin(model: BernoulliRBM, dtype: torch.dtype, lr: float = 0.05,
-          weight_decay: float = 1e-3) -> tuple[BernoulliRBM, torch.optim.Optimizer]:
+def _twin(model: RBM, dtype: torch.dtype, lr: float = 0.05,
+          weight_decay: float = 1e-3) -> tuple[RBM, torch.optim.Optimizer]:
     from shortrun.models.base import OptimOptions
 
     twin = copy.deepcopy(model).to(dtype)
@@ -447,7 +450,7 @@ def _twin(model: BernoulliRBM, dtype: torch.dtype, lr: float = 0.05,
     return twin, opt
 
 
-def _cross_check(model: BernoulliRBM) -> bool:
+def _cross_check(model: RBM) -> bool:
     g = torch.Generator().manual_seed(0)
     nv, n = model.n_visible, max(model.options.n_chains, 8)
     batch = (torch.rand(n, nv, generator=g, dtype=torch.float64) < 0.3).double()
@@ -486,7 +489,7 @@ def _cross_check(model: BernoulliRBM) -> bool:
     return bool(close)
 
 
-def route_key(model: BernoulliRBM, batch: int) -> str:
+def route_key(model: RBM, batch: int) -> str:
     """``rbm_step|dtype|threads=N|visible x hidden x batch x chains (power-of-two buckets)|
     learning-k|centering``: a cache key."""
     m = model.options
@@ -498,13 +501,13 @@ def route_key(model: BernoulliRBM, batch: int) -> str:
             f"{'centered' if model.centered else 'plain'}")
 
 
-def _torch(model: BernoulliRBM, optimizer: torch.optim.Optimizer,
+def _torch(model: RBM, optimizer: torch.optim.Optimizer,
            batch: torch.Tensor) -> dict[str, float]:
     return model._torch_step(batch, {"main": optimizer})
 
 
 def _numpy_on(threads: int | None):
-    def run(model: BernoulliRBM, optimizer: torch.optim.Optimizer,
+    def run(model: RBM, optimizer: torch.optim.Optimizer,
             batch: torch.Tensor) -> dict[str, float]:
         return NumpyStep(model, optimizer, threads)(batch)
     return run
@@ -516,7 +519,7 @@ IMPLS = {"torch": _torch, "numpy": _numpy_on(None), "numpy@1": _numpy_on(1)}
 _UNWATCHED = {name: routes.Chosen(name, IMPLS) for name in IMPLS}
 
 
-def step_route(model: BernoulliRBM, optimizer: torch.optim.Optimizer,
+def step_route(model: RBM, optimizer: torch.optim.Optimizer,
                batch: torch.Tensor) -> routes.Chosen:
     """The route of this model's updates on batches like ``batch`` (``torch``, ``numpy`` or
     ``numpy@1``), called as ``route(model, optimizer, batch)``: pinned, cached or measured now
@@ -551,7 +554,7 @@ def step_route(model: BernoulliRBM, optimizer: torch.optim.Optimizer,
     return chosen
 
 
-def _first_route(model: BernoulliRBM, optimizer: torch.optim.Optimizer,
+def _first_route(model: RBM, optimizer: torch.optim.Optimizer,
                  batch: torch.Tensor) -> routes.Chosen:
     pinned = routes.pinned_route(FAMILY, ROUTES)
     if pinned in ROUTES:
