@@ -31,11 +31,14 @@ _LAZY: dict[str, str] = {
     "DSM": "shortrun.models.score:DSM",
     "SSM": "shortrun.models.score:SSM",
     "SM": "shortrun.models.score:SM",
+    "ScoreModel": "shortrun.models.score:ScoreModel",
     "ScoreOptions": "shortrun.models.score:ScoreOptions",
+    "ScoreModelOptions": "shortrun.models.score:ScoreModelOptions",
     "BernoulliRBM": "shortrun.models.rbm:BernoulliRBM",
     "BernoulliRBMOptions": "shortrun.models.rbm:BernoulliRBMOptions",
     "GaussianBernoulliRBM": "shortrun.models.grbm:GaussianBernoulliRBM",
     "GaussianRBMOptions": "shortrun.models.grbm:GaussianRBMOptions",
+    "GaussianBernoulliRBMOptions": "shortrun.models.grbm:GaussianBernoulliRBMOptions",
     "LEBM": "shortrun.models.lebm:LEBM",
     "LEBMOptions": "shortrun.models.lebm:LEBMOptions",
     "PriorTilt": "shortrun.models.lebm_nets:PriorTilt",
@@ -53,6 +56,7 @@ _LAZY: dict[str, str] = {
     "ClassifierOptions": "shortrun.models.classifier:ClassifierOptions",
     "LstmLM": "shortrun.models.lstm_lm:LstmLM",
     "LstmLmOptions": "shortrun.models.lstm_lm:LstmLmOptions",
+    "LstmLMOptions": "shortrun.models.lstm_lm:LstmLMOptions",
 }
 
 __all__ = ["ConfigError", "ShortrunError", "__version__", *_LAZY]
