@@ -45,14 +45,14 @@ FLOORS: dict[str, int] = {
     **rooms(2, "shortrun.metrics", "__init__", "anomaly", "features", "frechet", "inception",
             "kid", "mmd", "text"),
     **rooms(2, "shortrun.estimators", "__init__", "ais", "exact", "grid"),
-    **rooms(1, "shortrun.samplers", "__init__", "diffusion", "gibbs", "hmc", "independence",
-            "langevin", "mala", "metropolis", "sources", "tempering"),
+    **rooms(1, "shortrun.samplers", "__init__", "diffusion", "driver", "gibbs", "hmc",
+            "independence", "langevin", "mala", "metropolis", "sources", "tempering"),
     **rooms(1, "shortrun.energies", "__init__", "conditional", "conv", "mlp", "rbm"),
     **rooms(1, "shortrun.objectives", "__init__", "contrastive", "score_matching"),
     **rooms(1, "shortrun.data", "__init__", "anomaly_split", "array", "base", "celeba", "cifar10",
             "digits", "idx", "mnist", "ptb", "registry", "svhn", "toy2d"),
     **rooms(0, "shortrun", "errors", "fields", "plotting", "collectives", "onednn", "extras",
-            "version", "products", "hardware", "routes"),
+            "version", "products", "hardware", "routes", "route_policy"),
 }
 
 

@@ -476,4 +476,14 @@ MUTANTS = [
          replacement="self.options = DAMCOptions()",
          tests=[DAMC + "test_injected_source_computes_what_the_recipe_keys_compute"],
          why="DAMC(amortizer, DAMCOptions(...)) silently trains with the default options"),
+    dict(id="routes_fixed_policy_ignored", file=SR + "routes.py",
+         original='return FIXED if route_policy.mode() == "fixed" else None',
+         replacement="return None",
+         tests=[T + "test_route_policy.py::"
+                "test_fixed_pins_every_family_to_its_fixed_route_and_auto_pins_none"],
+         why="train.routes: fixed still times the routes: the run depends on the machine's load"),
+    dict(id="routes_replay_ignored", file=SR + "routes.py",
+         original="if replay in candidates:", replacement="if replay is None:",
+         tests=[T + "test_route_policy.py::test_a_recorded_route_is_taken_without_timing"],
+         why="a recorded run's routes are timed again instead of replayed"),
 ]

@@ -2,8 +2,9 @@
 
 Why a second implementation of one update: for a small RBM (``rbm_digits``: 64 × 20, batch
 50, 100 chains) each product is a few thousand FLOPs, and the update's ~75 torch calls cost
-2-5 µs of dispatch each, ~400 µs a step against ~90 µs for scikit-learn's NumPy BernoulliRBM
-(issue 16; AMD EPYC, bench/README). NumPy's per-call cost is about a microsecond there. For a
+microseconds of dispatch each, several times what scikit-learn's NumPy BernoulliRBM spends a
+step, while NumPy's per-call cost is about a microsecond (bench/README, "Measurements behind
+the speed layer"). For a
 large RBM (784 × 500) the products dominate and torch's measured GEMM routes
 (:mod:`shortrun.products`) may win instead. So the step itself is a route, chosen per machine
 like the products (:func:`step_route`): both candidates run a few updates of a scratch copy of
@@ -71,8 +72,8 @@ def applies(model: RBM) -> bool:
 
 
 # torch splits an elementwise op over its OpenMP threads from this many elements; those threads
-# then spin for a while and starve NumPy's BLAS threads (a 784 × 500 CD-1 update at 2 threads:
-# 7.6 → 36 ms on the AVX2 AMD EPYC of session 17), so where NumPy's BLAS runs more than one
+# then spin for a while and starve NumPy's BLAS threads (a 784 × 500 CD-1 update at 2 threads
+# ran several times slower), so where NumPy's BLAS runs more than one
 # thread, larger arrays take NumPy's forms
 TORCH_SERIAL_BELOW = 32768
 
@@ -80,9 +81,9 @@ TORCH_SERIAL_BELOW = 32768
 def _sigmoid_into(src: torch.Tensor, out: torch.Tensor, any_size: bool = False) -> None:
     """``out = σ(src)``: by the torch step's own kernel on NumPy memory below
     :data:`TORCH_SERIAL_BELOW` elements, or at any size with ``any_size`` (NumPy's BLAS on one
-    thread: nothing to starve); on the AVX2 AMD EPYC of session 17 that took 5 µs for 150 × 20
-    against 14 µs for NumPy's form. Otherwise as ``(1 + tanh(a/2)) / 2`` in NumPy
-    (overflow-free, within 1e-7 of the exact value in float32)."""
+    thread: nothing to starve), where it is faster than NumPy's form. Otherwise as
+    ``(1 + tanh(a/2)) / 2`` in NumPy (overflow-free, within 1e-7 of the exact value in
+    float32)."""
     if any_size or src.numel() < TORCH_SERIAL_BELOW:
         torch.sigmoid(src, out=out)
         return
@@ -95,8 +96,8 @@ def _sigmoid_into(src: torch.Tensor, out: torch.Tensor, any_size: bool = False) 
 
 def _softplus_rows(a: torch.Tensor, any_size: bool = False) -> np.ndarray:
     """``Σⱼ softplus(aⱼ)`` per row: by the torch step's own ``F.softplus`` below
-    :data:`TORCH_SERIAL_BELOW` elements or with ``any_size`` (as for :func:`_sigmoid_into`;
-    14 µs for 150 × 20 there, against 22 µs in NumPy), else as
+    :data:`TORCH_SERIAL_BELOW` elements or with ``any_size`` (as for :func:`_sigmoid_into`),
+    else as
     ``max(a, 0) + log(1 + exp(−|a|))`` in NumPy (overflow-free; ``log`` rather than ``log1p``
     because NumPy vectorises it, and the argument in [1, 2] keeps the error at rounding)."""
     if any_size or a.numel() < TORCH_SERIAL_BELOW:
@@ -315,9 +316,8 @@ def numpy_gibbs(params: BernoulliRBMParams, v: torch.Tensor, n_steps: int,
     ``n × n_hidden`` then ``n × n_visible`` numbers from ``generator`` (torch's global RNG
     when None), in chunks of sweeps. Returns the final visible state.
 
-    For ``rbm_digits``' sample grid (64 chains, 64 × 20, 1000 sweeps) the torch sampler
-    spends ~115 µs a sweep in calls; this one about half that on the AVX2 AMD EPYC of
-    session 17."""
+    For ``rbm_digits``' sample grid (64 chains, 64 × 20, 1000 sweeps) the torch sampler spends
+    its time in calls; this one makes half as many."""
     W = params.W.detach().numpy()
     b, c = params.b.detach().numpy(), params.c.detach().numpy()
     n, (nv, nh) = len(v), W.shape
