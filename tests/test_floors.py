@@ -41,7 +41,7 @@ FLOORS: dict[str, int] = {
     **rooms(3, "shortrun.models", "__init__", "base", "classifier", "conv_routes", "damc",
             "damc_nets", "density_eval", "dual_mcmc", "dual_nets", "ebm", "fold_routes", "grbm",
             "inputs", "latent_chains", "lebm", "lebm_nets", "lebm_text", "lstm_lm", "rbm",
-            "rbm_fused", "rbm_learning", "registry", "score", "text_nets"),
+            "rbm_fused", "rbm_learning", "rbm_step_route", "registry", "score", "text_nets"),
     **rooms(2, "shortrun.metrics", "__init__", "anomaly", "features", "frechet", "inception",
             "kid", "mmd", "text"),
     **rooms(2, "shortrun.estimators", "__init__", "ais", "exact", "grid"),
