@@ -486,4 +486,8 @@ MUTANTS = [
          original="if replay in candidates:", replacement="if replay is None:",
          tests=[T + "test_route_policy.py::test_a_recorded_route_is_taken_without_timing"],
          why="a recorded run's routes are timed again instead of replayed"),
+    dict(id="driver_counts_every_move_accepted", file=SR + "samplers/driver.py",
+         original="accepted.add_(info.is_accepted.float())", replacement="accepted.add_(1.0)",
+         tests=[T + "samplers/test_driver.py"],
+         why="MALA/HMC/independence MH report an acceptance rate of 1 whatever they accept"),
 ]
