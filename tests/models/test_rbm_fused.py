@@ -397,3 +397,20 @@ def test_sampling_follows_the_step_route(monkeypatch):
     torch.manual_seed(3)
     x = m.sample(4, steps=5)
     assert x.shape == (4, 12) and set(x.unique().tolist()) <= {0.0, 1.0}
+
+
+def test_scratch_copies_for_timing_leave_the_runs_data_behind(monkeypatch):
+    """The route timing copies parameters, buffers and chains only, without relying on
+    ``Model.__deepcopy__`` to share the run's data (a dataset that must never be copied)."""
+    from shortrun.models.base import Model
+
+    class NeverCopied:
+        def __deepcopy__(self, memo):
+            raise AssertionError("the run's data was deep-copied")
+
+    monkeypatch.delattr(Model, "__deepcopy__")
+    m = _rbm(torch.float32)
+    data = m.reference_data = NeverCopied()
+    twin, _ = rbm_step_route._twin(m, torch.float64)
+    assert twin.reference_data is None and m.reference_data is data
+    assert twin.W.dtype == torch.float64 and torch.equal(twin.W.float(), m.W)

@@ -68,7 +68,13 @@ def _twin(model: RBM, dtype: torch.dtype, lr: float = 0.05,
           weight_decay: float = 1e-3) -> tuple[RBM, torch.optim.Optimizer]:
     from shortrun.models.base import OptimOptions
 
-    twin = copy.deepcopy(model).to(dtype)
+    # a scratch copy of the parameters, buffers and chains, not of the run's data: the model
+    # lends its reference data to no copy (so the timing needs no special deep copy of a Model)
+    data, model.reference_data = model.reference_data, None
+    try:
+        twin = copy.deepcopy(model).to(dtype)
+    finally:
+        model.reference_data = data
     twin._step_route_pin = "torch"
     opt = twin.build_optimizers(OptimOptions(lr=lr, weight_decay=weight_decay))["main"]
     return twin, opt
