@@ -155,7 +155,7 @@ def _chosen(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
         return _UNWATCHED[name]
     # the hot path: one tuple and a dict lookup per product (a 100×64×20 product takes ~6 µs)
     memo_key = (family, a.dtype, a.shape, b.shape, a.stride(), b.stride(), bias is None,
-                torch.get_num_threads(), torch._C._get_mkldnn_enabled())
+                torch.get_num_threads(), torch.backends.mkldnn.enabled)
     chosen = routes.MEMO.get(memo_key)
     if chosen is None:
         chosen = routes.MEMO[memo_key] = _first_route(a, b, bias, family)

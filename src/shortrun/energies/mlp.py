@@ -232,7 +232,7 @@ def route_for(energy: MLPEnergy, flat: torch.Tensor) -> routes.Chosen:
     and for dtypes other than float32/float64."""
     widths = tuple(m.in_features for m in energy.net if isinstance(m, nn.Linear))
     memo_key = (FAMILY, flat.dtype, flat.device.type, routes.bucket(flat.shape[0]), widths,
-                torch.get_num_threads(), torch._C._get_mkldnn_enabled())
+                torch.get_num_threads(), torch.backends.mkldnn.enabled)
     chosen = routes.MEMO.get(memo_key)
     if chosen is None:
         chosen = routes.MEMO[memo_key] = _first_route(energy, flat)
