@@ -42,12 +42,11 @@ def main() -> None:
             out = fn()
         return (time.perf_counter() - start) / args.repeats, out
 
-    t_init, z0 = timed(lambda: m.damc.start_posterior(x, slow=True))
+    t_init, z0 = timed(lambda: m.chains.start_posterior(x, slow=True))
     t_post, z_pos = timed(lambda: m.sample_posterior(x, start=z0))
     starts = torch.cat([z0, m.init_z(len(x))]) if m.options.damc_noise_chains else z0
     t_prior, _ = timed(lambda: m.sample_prior(len(starts), start=starts))
-    t_learn, _ = timed(lambda: m.damc.learn(x, z_pos, opts["amortizer"], 1, m.options,
-                                            m.optimizer_step))
+    t_learn, _ = timed(lambda: m.chains.learn(x, z_pos, opts, 1, m.optimizer_step))
     t_all, _ = timed(lambda: m.training_step(x, 1, opts))
     print(f"{cpu_model()}; torch {torch.__version__}; {args.threads} thread(s); "
           f"{args.recipe} {' '.join(args.overrides)}")

@@ -1,8 +1,8 @@
 """What this machine can do natively: the CPU's model and flags, and whether bf16 is native.
 
 bf16 autocast on a CPU without AVX512-BF16 or AMX emulates every bf16 product in float32 plus
-conversions: on an Intel Xeon without them an RBM epoch ran 2.85× slower than in fp32 (issue
-16). So ``train.precision=bf16`` is refused there (:func:`require_native_bf16`), and the bf16
+conversions: on an Intel Xeon without them an RBM epoch ran nearly three times slower than in
+fp32. So ``train.precision=bf16`` is refused there (:func:`require_native_bf16`), and the bf16
 tests are skipped with :func:`bf16_missing` as the reason.
 
 Flags are read from ``/proc/cpuinfo`` (Linux); elsewhere the CPU model comes from
@@ -67,8 +67,8 @@ def cpu_signature() -> str | None:
 
     Printed beside :func:`cpu_machine` wherever a measurement names its machine: two virtual
     machines that both report ``AMD EPYC`` with the same AVX-512 flags differed twofold in
-    fp32 GEMM peak (bench/README, sessions 16 and 19), and only these numbers told them
-    apart. Not part of the route-cache or fingerprint keys, which must stay stable."""
+    fp32 GEMM peak, and only these numbers told them apart. Not part of the route-cache or
+    fingerprint keys, which must stay stable."""
     f = _cpuinfo_fields()
     parts = [f"{name} {f[key]}" for key, name in (("cpu family", "cpu family"),
                                                    ("model", "model"), ("stepping", "stepping"))

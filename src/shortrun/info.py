@@ -112,7 +112,7 @@ def rbm_step_routes() -> list[str]:
     from shortrun.data.base import DataInfo
     from shortrun.models.base import OptimOptions
     from shortrun.models.rbm import BernoulliRBM
-    from shortrun.models.rbm_fused import FAMILY, route_key, step_route
+    from shortrun.models.rbm_step_route import FAMILY, route_key, step_route
 
     lines = []
     for label, n_vis, n_hid, batch, options in RBM_STEP_SHAPES:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -79,31 +78,6 @@ def save_scatter_2d(x: torch.Tensor, path: Path, half_width: float | None = None
     ax.set_ylim(-w, w)
     ax.set_aspect("equal")
     ax.set_title(f"{len(x)} samples")
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-
-
-@torch.no_grad()
-def save_density_2d(energy: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, path: Path,
-                    half_width: float = 0.0, n: int = 200) -> None:
-    """Left: the model density ``exp(−E)`` normalised on a grid; right: samples."""
-    plt = pyplot()
-    pts = x.detach().cpu().numpy()
-    w = half_width or float(np.quantile(np.abs(pts), 0.995)) * 1.3
-    lin = torch.linspace(-w, w, n)
-    xy = torch.cartesian_prod(lin, lin)
-    neg_e = -energy(xy).double()
-    dens = torch.softmax(neg_e, 0).reshape(n, n).T.numpy()
-    fig, axes = plt.subplots(1, 2, figsize=(8, 4), dpi=100)
-    axes[0].imshow(dens, origin="lower", extent=(-w, w, -w, w), cmap="viridis")
-    axes[0].set_title("model density exp(-E)/Z")
-    axes[1].scatter(pts[:, 0], pts[:, 1], s=1, alpha=0.4)
-    axes[1].set_xlim(-w, w)
-    axes[1].set_ylim(-w, w)
-    axes[1].set_title(f"{len(pts)} Langevin samples")
-    for ax in axes:
-        ax.set_aspect("equal")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, bbox_inches="tight")
     plt.close(fig)

@@ -4,8 +4,8 @@ The RBM's block-Gibbs kernel and its closed-form update spend their time in skin
 (batch 100 × 784 × 500, and 100 × 64 × 20 for ``rbm_digits``). Three routes compute them:
 torch's BLAS (``torch.addmm``; MKL in the x86 wheels), oneDNN's JIT kernels
 (:mod:`shortrun.onednn`) and NumPy's BLAS (OpenBLAS; the tensors share memory). Which is
-fastest depends on the machine: oneDNN ran about 2× torch's BLAS on the AMD EPYC of
-bench/results_rbm.md and 0.74× on an Intel Xeon (issue 16); a 100×64×20 product pays more in
+fastest depends on the machine: oneDNN beat torch's BLAS on one CPU measured and lost on
+another (bench/results_rbm.md); a 100×64×20 product pays more in
 thread wake-ups than it computes. So the route *and* the thread count (the current one, or one
 thread for the call) are chosen by :func:`shortrun.routes.choose`, which times them at first use
 per shape bucket and caches the winner (a second thread must win by
@@ -155,7 +155,7 @@ def _chosen(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
         return _UNWATCHED[name]
     # the hot path: one tuple and a dict lookup per product (a 100×64×20 product takes ~6 µs)
     memo_key = (family, a.dtype, a.shape, b.shape, a.stride(), b.stride(), bias is None,
-                torch.get_num_threads(), torch._C._get_mkldnn_enabled())
+                torch.get_num_threads(), torch.backends.mkldnn.enabled)
     chosen = routes.MEMO.get(memo_key)
     if chosen is None:
         chosen = routes.MEMO[memo_key] = _first_route(a, b, bias, family)

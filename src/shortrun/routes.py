@@ -1,30 +1,24 @@
 """Which implementation runs a product: chosen by timing the candidates on this machine.
 
-A route that wins on one CPU loses on another (issue 16: oneDNN is about 2× MKL on the AMD EPYC
-the benches ran on, 0.74× on an Intel Xeon), and a product of 100×64×20 runs fastest on one
-thread while 100×784×500 wants them all. So :func:`choose` times every candidate at first use
+A route that wins on one CPU loses on another (oneDNN against MKL, say), and a product of
+100×64×20 runs fastest on one thread while 100×784×500 wants them all (figures: bench/README,
+"Measurements behind the speed layer"). So :func:`choose` times every candidate at first use
 for the actual shape bucket, dtype and thread count (best of a few repetitions), keeps the
 winner in memory and in a JSON cache (:func:`cache_path`), keyed by CPU model, torch version,
 thread count, product family and shape bucket. The cache only ever holds a *choice among
 routes that all passed the same float64 cross-check*, so deleting or corrupting it costs a
 re-measurement, never correctness; a corrupt file is ignored with one warning.
 
-Five things keep a choice honest on a shared, loaded machine (issue 16, deliverables 3-4):
-each candidate's time is the *median* of its repetitions (what a call typically costs, not the
-luckiest one); the candidates are timed in :data:`ROUNDS` interleaved rounds and each keeps its
-median round, so a burst of load during one candidate's turn does not decide the choice; a
-candidate running on more threads wins only when it beats the best one-thread candidate by
-:data:`THREAD_MARGIN` (a second thread's wake-up costs a scheduler slice whenever
-the other cores are busy: ``rbm_digits`` took 66 s at 2 threads against 9.3 s at one); and a
-chosen route is watched (:class:`Chosen`): every :data:`SAMPLE_EVERY`-th call is timed, and
-after :data:`SLOW_SAMPLES` samples in a row over :data:`SLOW_FACTOR` × the recorded time the
-candidates are timed once more and the cache entry replaced; and a choice that one race made
-is provisional: once a watched route has served :data:`CONFIRM_AFTER` calls (a hot product,
-worth a second look) the candidates race again and each keeps the lower of its two times
-(load only ever slows a candidate down), so one burst of a neighbour's load during the first
-race cannot fix a losing route in the cache for every later process (session 34, on an AMD EPYC
-of cpu family 25 model 17: the Langevin pass kept one thread at 0.83× the plain loop's two).
-The entry records ``races``; an entry with :data:`RACES` of them is settled.
+Five things keep a choice honest on a shared, loaded machine: each candidate's time is the
+*median* of its repetitions; the candidates are timed in :data:`ROUNDS` interleaved rounds and
+each keeps its median round, so a burst of load during one turn does not decide; a candidate on
+more threads wins only when it beats the best one-thread candidate by :data:`THREAD_MARGIN` (a
+second thread's wake-up costs a scheduler slice whenever the other cores are busy); a chosen
+route is watched (:class:`Chosen`): every :data:`SAMPLE_EVERY`-th call is timed, and after
+:data:`SLOW_SAMPLES` samples in a row over :data:`SLOW_FACTOR` × the recorded time the
+candidates are timed once more; and a choice one race made is provisional: after
+:data:`CONFIRM_AFTER` calls the candidates race again and each keeps the lower of its two times
+(load only slows a candidate), after which the entry (``races``: :data:`RACES`) is settled.
 
 Families and their routes (:data:`FAMILIES`): ``rbm`` (torch|onednn|numpy, the RBM GEMMs,
 :mod:`shortrun.products`), ``mlp`` (torch|onednn, the MLP energy's fast pass,
@@ -32,7 +26,8 @@ Families and their routes (:data:`FAMILIES`): ``rbm`` (torch|onednn|numpy, the R
 :mod:`shortrun.models.lebm_nets`), ``deconv`` (conv|fold|gemm, the generator's first and
 last layers, :mod:`shortrun.models.fold_routes`). ``SHORTRUN_ROUTE_<FAMILY>=ROUTE`` (e.g.
 ``SHORTRUN_ROUTE_MLP=torch``) pins one family; ``SHORTRUN_ROUTE=ROUTE`` pins every family that
-has that route and puts the others on their fixed, pre-measurement route (:func:`pinned_route`).
+has that route and puts the others on their fixed, pre-measurement route (:func:`pinned_route`),
+as ``train.routes: fixed`` puts every family (:mod:`shortrun.route_policy`).
 """
 
 from __future__ import annotations
@@ -48,6 +43,7 @@ from typing import TypeVar
 
 import torch
 
+from shortrun import route_policy
 from shortrun.errors import ConfigError
 from shortrun.hardware import cpu_machine
 
@@ -55,13 +51,13 @@ T = TypeVar("T")
 REPEATS = 5
 BUDGET_S = 0.05  # per candidate: stop repeating once a candidate has used this much
 # candidates are timed in this many interleaved rounds, each by its median block: on a virtual
-# machine a burst of a neighbour's load can slow one 20-ms block 2-3x (session 31's AMD EPYC)
+# machine a burst of a neighbour's load can slow one 20-ms block severalfold
 ROUNDS = 3
 # seconds of rest before timing the candidates of another thread pool (OpenBLAS's workers spin
 # for about 0.1-0.3 s after their last product; :func:`_measure_all`)
 SETTLE_S = 0.3
-# a multi-thread candidate must be this much faster than one thread; at 1.5 the Langevin pass
-# stayed on one thread on an idle 2-core EPYC although two ran it 1.43x faster
+# a multi-thread candidate must be this much faster than one thread (a larger margin kept a
+# Langevin pass on one thread that two threads ran faster)
 THREAD_MARGIN = 1.25
 SAMPLE_EVERY = 64  # a watched route times one call in this many
 SLOW_FACTOR = 3.0  # a sampled call this many times over the recorded time is slow ...
@@ -108,8 +104,8 @@ def pinned_route(family: str, choices: tuple[str, ...] | None = None) -> str | N
                               "by measurement")
         return value
     value = os.environ.get("SHORTRUN_ROUTE")
-    if not value:
-        return None
+    if not value:  # train.routes: fixed pins every family to its fixed route
+        return FIXED if route_policy.mode() == "fixed" else None
     if value in choices:
         return value
     known = list(dict.fromkeys(r for rs in (choices, *FAMILIES.values()) for r in rs))
@@ -159,8 +155,7 @@ def pick(times: dict[str, float]) -> str:
 
 
 def on_threads(fn: Callable[..., T], threads: int) -> Callable[..., T]:
-    """``fn`` run with torch at ``threads`` threads for the one call (a 100×64×20 product pays
-    more for waking a second thread than it computes; issue 16, deliverable 4)."""
+    """``fn`` run with torch at ``threads`` threads for the one call."""
     def run(*args: object) -> T:
         before = torch.get_num_threads()
         torch.set_num_threads(threads)
@@ -218,7 +213,12 @@ def _replace_file(path: Path, data: dict[str, dict]) -> None:
 
 def choose(key: str, candidates: dict[str, Callable[[], object]]) -> str:
     """The fastest of ``candidates`` (name -> a call running the product) for ``key``: from
-    memory, else from the cache file, else measured now and remembered in both."""
+    memory, else from the cache file, else measured now and remembered in both; a replayed
+    run's recorded route first (:mod:`shortrun.route_policy`)."""
+    replay = route_policy.recorded(key)
+    if replay in candidates:
+        _memory[key] = {"name": replay, "replayed": True}
+        return replay
     hit = _memory.get(key)
     if hit is not None and hit["name"] in candidates:
         return hit["name"]
@@ -244,9 +244,8 @@ def _measure_all(key: str, candidates: dict[str, Callable[[], object]],
 
     Candidates on different thread pools are timed pool by pool, each pool's rounds after
     :data:`SETTLE_S` of idleness when more than one thread runs: OpenBLAS's workers keep
-    spinning for a while after a product, and a torch candidate timed among them ran 3x slow
-    (the CD-1 step: 6.4 against 2.1 ms after 0.3 s of rest; AMD EPYC cpu family 26 model 2,
-    session 31) and lost to a NumPy route 1.5x slower in training."""
+    spinning for a while after a product, and a torch candidate timed among them ran several
+    times slow and lost to a slower NumPy route."""
     pools: dict[str, list[str]] = {}
     for name in candidates:
         pools.setdefault(thread_pool(name), []).append(name)
@@ -279,8 +278,8 @@ def forget_machine() -> int:
     :func:`machine_key`; other machines' stay), so every route is timed afresh at its next
     use; returns how many the file held. For choices made while the machine was busy: a
     settled entry (two races) is not raced again, and a watched route re-times itself only
-    when it turns slow, never when a rejected candidate would have become faster (bench/README,
-    the session-34 runs). ``shortrun info --retime``."""
+    when it turns slow, never when a rejected candidate would have become faster.
+    ``shortrun info --retime``."""
     forget()
     path = cache_path()
     with warnings.catch_warnings():

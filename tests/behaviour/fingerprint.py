@@ -131,14 +131,30 @@ def old_product_route():
         routes.forget()
 
 
-def run_recipe(recipe: str) -> dict:
-    """Train ``recipe`` for ``STEPS`` steps at the tiny size; fingerprint the model state."""
+@contextmanager
+def fixed_routes():
+    """``train.routes: fixed`` with no ``SHORTRUN_ROUTE*`` pin: the policy alone (issue 42)."""
+    from shortrun import routes
+
+    pins = [k for k in os.environ if k.startswith("SHORTRUN_ROUTE")]
+    saved = {k: os.environ.pop(k) for k in pins}
+    routes.forget()
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+        routes.forget()
+
+
+def run_recipe(recipe: str, fixed: bool = False) -> dict:
+    """Train ``recipe`` for ``STEPS`` steps at the tiny size; fingerprint the model state.
+    ``fixed``: under ``train.routes=fixed`` instead of the pinned products."""
     from shortrun.train.config import resolve
     from shortrun.train.trainer import Trainer
 
-    cfg = resolve(recipe, tiny_overrides(recipe))
+    cfg = resolve(recipe, [*tiny_overrides(recipe), *(["train.routes=fixed"] if fixed else [])])
     data = tiny_data(cfg)
-    with tempfile.TemporaryDirectory() as tmp, old_product_route():
+    with tempfile.TemporaryDirectory() as tmp, (fixed_routes() if fixed else old_product_route()):
         trainer = Trainer(cfg, Path(tmp) / "run", data=data)
         trainer.fit()
         state = trainer.model.state_dict()
@@ -158,10 +174,17 @@ def main() -> None:
     ap.add_argument("--add-machine", action="store_true",
                     help="add this machine's exact digests of every recorded recipe (the code "
                          "must be the recorded code: each summary must agree with the record)")
+    ap.add_argument("--fixed-routes", action="store_true",
+                    help="check that every recipe (or those named) trained with "
+                         "train.routes=fixed and no SHORTRUN_ROUTE pin gives its recorded "
+                         "exact digest on this machine")
     ap.add_argument("recipes", nargs="*")
     args = ap.parse_args()
     if args.add_machine:
         add_machine()
+        return
+    if args.fixed_routes:
+        check_fixed_routes(args.recipes or all_recipes())
         return
     names = args.recipes or all_recipes()
     out = {"machine": machine_key(), "steps": STEPS, "batch": BATCH, "recipes": {}}
@@ -212,6 +235,22 @@ def summaries_agree_elsewhere(got: list, want: list) -> str | None:
         if abs(abs_g - abs_w) > TENSOR_ELSEWHERE * max(abs_w, 1e-12):
             return f"tensor of shape {shape}: Σ|x| {abs_g} vs {abs_w}"
     return None
+
+
+def check_fixed_routes(names: list[str]) -> None:
+    record = json.loads(RECORD.read_text())
+    here = machine_key()
+    exact = ({r: d["exact"] for r, d in record["recipes"].items()} if here == record["machine"]
+             else record.get("exact_elsewhere", {}).get(here))
+    if not exact:
+        raise SystemExit(f"no exact digests recorded for {here}")
+    changed = []
+    for name in names:
+        same = run_recipe(name, fixed=True)["exact"] == exact[name]
+        changed += [] if same else [name]
+        print(name, "identical" if same else "CHANGED", flush=True)
+    if changed:
+        raise SystemExit(f"changed under train.routes=fixed: {', '.join(changed)}")
 
 
 def add_machine() -> None:

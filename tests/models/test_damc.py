@@ -17,7 +17,10 @@ from torch import nn
 
 from shortrun.data.base import DataInfo
 from shortrun.errors import ConfigError
+from shortrun.models.damc import DAMC, DAMCOptions, build_amortizer
+from shortrun.models.latent_chains import ShortRunChains
 from shortrun.models.lebm import LEBM
+from shortrun.models.lebm_nets import PriorTilt
 from shortrun.models.registry import build_model
 from shortrun.train.config import resolve
 
@@ -93,7 +96,7 @@ def test_resume_restores_amortizer_its_slow_copy_and_optimiser_bit_for_bit(
     Trainer(resolve("damc_mnist", [*TINY_DAMC, "train.steps=2"]), tmp_path / "b").fit()
     Trainer(read_config(tmp_path / "b", ["train.steps=4"]), tmp_path / "b", resume=True).fit()
     a, b = (load_checkpoint(tmp_path / r / "checkpoints" / "last.pt") for r in "ab")
-    assert any(k.startswith("damc.target.") for k in a["model"])
+    assert any(k.startswith("chains.target.") for k in a["model"])
     assert a["model"].keys() == b["model"].keys()
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
     assert set(b["optimizers"]) == {"generator", "prior", "amortizer"}
@@ -109,7 +112,7 @@ def test_default_prior_sampler_builds_no_amortizer():
     cfg = resolve("lebm_mnist", ["model.nz=4", "model.ngf=2", "model.ndf=8"])
     m = build_model(cfg, DataInfo((1, 28, 28), "image", -1.0, 1.0, 127.5, 127.5))
     assert cfg.model.prior_sampler == "langevin" and m.damc is None
-    assert not any(k.startswith("damc") for k in m.state_dict())
+    assert type(m.chains) is ShortRunChains and not list(m.chains.state_dict())
     assert set(m.build_optimizers()) == {"generator", "prior"}
 
 
@@ -210,3 +213,48 @@ def test_damc_mnist_short_is_damc_mnist_with_the_measured_overrides():
     assert short.model == measured.model and short.train == measured.train
     assert short.data == measured.data and short.eval == measured.eval
     assert (short.model.post_steps, short.model.damc_noise_chains) == (10, False)
+
+
+def test_injected_source_computes_what_the_recipe_keys_compute():
+    """``LEBM(gen, prior, chains=DAMC(amortizer, DAMCOptions(...)))`` is the model the
+    ``prior_sampler: damc`` keys build: the same parameters after the same two iterations."""
+    def model(injected: bool) -> LEBM:
+        torch.manual_seed(0)
+        gen, tilt = nn.Linear(2, 3), PriorTilt(2, 8)
+        keys = dict(nz=2, prior_steps=3, post_steps=2)
+        if not injected:
+            return LEBM(gen, tilt, info=VECTOR, prior_sampler="damc", damc_updates=2,
+                        damc_ema_every=1, **keys, **SMALL)
+        amortizer = build_amortizer(2, (3,), "vector", width=16, emb=16, time_emb=16,
+                                    encoder_width=4, steps=10)
+        return LEBM(gen, tilt, info=VECTOR, chains=DAMC(amortizer, DAMCOptions(
+            updates=2, ema_every=1)), **keys)
+
+    states = []
+    for injected in (False, True):
+        m = model(injected)
+        assert m.chains.options == DAMCOptions(updates=2, ema_every=1)
+        opts = m.build_optimizers()
+        assert set(opts) == {"generator", "prior", "amortizer"}
+        torch.manual_seed(1)
+        for step in range(2):
+            m.training_step(torch.randn(4, 3), step, opts)
+        states.append(m.state_dict())
+    assert states[0].keys() == states[1].keys()
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+
+
+def test_checkpoint_with_the_earlier_damc_keys_loads():
+    m = linear_gaussian_lebm()
+    old = {k.replace("chains.", "damc.", 1): v.clone() + 1 for k, v in m.state_dict().items()}
+    assert any(k.startswith("damc.amortizer.") for k in old)
+    m.load_state_dict(old)
+    assert all(torch.equal(m.state_dict()[k.replace("damc.", "chains.", 1)], v)
+               for k, v in old.items())
+
+
+def test_damc_options_out_of_bounds_are_refused_with_the_field_named():
+    with pytest.raises(ConfigError, match="DAMCOptions.mask_prob: must be <= 1"):
+        DAMCOptions(mask_prob=1.5)
+    with pytest.raises(ConfigError, match="DAMCOptions.uncond: must be one of"):
+        DAMCOptions(uncond="never")

@@ -14,7 +14,7 @@ import torch
 from shortrun import routes
 from shortrun.data.base import DataInfo
 from shortrun.errors import ConfigError
-from shortrun.models import rbm_fused
+from shortrun.models import rbm_fused, rbm_step_route
 from shortrun.models.base import OptimOptions
 from shortrun.models.grbm import GaussianBernoulliRBM
 from shortrun.models.rbm import BernoulliRBM
@@ -48,7 +48,7 @@ def _batches(n_visible=12, dtype=torch.float64, n=4, size=7):
 def _run(model, route, batches, weight_decay=0.01):
     opt = model.build_optimizers(OptimOptions(lr=0.1, weight_decay=weight_decay))["main"]
     torch.manual_seed(11)
-    metrics = [rbm_fused.IMPLS[route](model, opt, b) for b in batches]
+    metrics = [rbm_step_route.IMPLS[route](model, opt, b) for b in batches]
     return model, opt, metrics
 
 
@@ -136,16 +136,16 @@ def test_large_arrays_take_numpy_forms_exact_to_rounding_in_the_tails(dtype, tol
 
 @pytest.mark.parametrize("options", VARIANTS)
 def test_the_cross_check_accepts_the_numpy_step(options):
-    rbm_fused._WORKS.clear()
-    assert rbm_fused.numpy_works(_rbm(torch.float32, **options))
+    rbm_step_route._WORKS.clear()
+    assert rbm_step_route.numpy_works(_rbm(torch.float32, **options))
 
 
 def test_the_cross_check_rejects_a_wrong_step(monkeypatch):
-    rbm_fused._WORKS.clear()
+    rbm_step_route._WORKS.clear()
     monkeypatch.setattr(rbm_fused, "_softplus_rows",
                         lambda a: torch.nn.functional.softplus(a).sum(1).numpy() * 1.001)
-    assert not rbm_fused.numpy_works(_rbm(torch.float32))
-    rbm_fused._WORKS.clear()
+    assert not rbm_step_route.numpy_works(_rbm(torch.float32))
+    rbm_step_route._WORKS.clear()
 
 
 @pytest.mark.parametrize("make", [
@@ -154,14 +154,14 @@ def test_the_cross_check_rejects_a_wrong_step(monkeypatch):
     lambda: GaussianBernoulliRBM(4, info=DataInfo((6,), "vector")),
 ])
 def test_other_rbms_take_the_torch_step(make):
-    assert not rbm_fused.applies(make())
+    assert not rbm_step_route.applies(make())
 
 
 def test_bf16_autocast_takes_the_torch_step():
     m = _rbm(torch.float32)
-    assert rbm_fused.applies(m)
+    assert rbm_step_route.applies(m)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert not rbm_fused.applies(m)
+        assert not rbm_step_route.applies(m)
 
 
 @pytest.fixture
@@ -184,7 +184,7 @@ def test_measured_on_twins_without_touching_the_model(winner, unpinned, monkeypa
     state = copy.deepcopy(m.state_dict())
     rng = torch.get_rng_state()
     batch = _batches(dtype=torch.float32)[0]
-    assert rbm_fused.step_route(m, opt, batch).name == winner
+    assert rbm_step_route.step_route(m, opt, batch).name == winner
     assert sorted(calls) == sorted(["numpy", "torch"] * routes.ROUNDS)
     assert torch.equal(torch.get_rng_state(), rng)
     assert all(torch.equal(state[k], v) for k, v in m.state_dict().items())
@@ -217,20 +217,20 @@ def test_pins_decide_without_timing(env, route, unpinned, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     m = _rbm(torch.float32)
-    assert rbm_fused.step_route(m, _opt(m), _batches(dtype=torch.float32)[0]).name == route
+    assert rbm_step_route.step_route(m, _opt(m), _batches(dtype=torch.float32)[0]).name == route
 
 
 def test_a_numpy_pin_on_an_rbm_it_cannot_run_takes_the_torch_step(monkeypatch):
     monkeypatch.setenv("SHORTRUN_ROUTE_RBM_STEP", "numpy")
     m = _rbm(learning="fpcd")
-    assert rbm_fused.step_route(m, _opt(m), _batches()[0]).name == "torch"
+    assert rbm_step_route.step_route(m, _opt(m), _batches()[0]).name == "torch"
 
 
 def test_a_bad_pin_names_the_routes(monkeypatch):
     monkeypatch.setenv("SHORTRUN_ROUTE_RBM_STEP", "blas")
     m = _rbm(torch.float32)
     with pytest.raises(ConfigError, match="SHORTRUN_ROUTE_RBM_STEP=blas.*torch, numpy"):
-        rbm_fused.step_route(m, _opt(m), _batches(dtype=torch.float32)[0])
+        rbm_step_route.step_route(m, _opt(m), _batches(dtype=torch.float32)[0])
 
 
 def test_trainer_run_on_the_numpy_step_resumes_bit_identically(tmp_path, monkeypatch):
@@ -269,7 +269,7 @@ def test_a_one_thread_numpy_choice_lets_the_trainer_drop_to_one_thread(unpinned,
     Trainer sees one measured one-thread route (in a fresh process too: no cross-check yet)."""
     from shortrun.train.threads import ThreadsForTheWork
 
-    rbm_fused._WORKS.clear()
+    rbm_step_route._WORKS.clear()
     names: list[str] = []
     monkeypatch.setattr(routes, "measure", lambda name, fn: (
         names.append(name), 0.5 if name == "numpy@1" else 1.0)[1])
@@ -296,7 +296,7 @@ def test_the_step_route_holds_for_the_run_after_the_thread_drop(unpinned, two_th
     thread the model keeps numpy@1 (re-choosing would switch the arithmetic mid-run)."""
     from shortrun.train.threads import ThreadsForTheWork
 
-    rbm_fused._WORKS.clear()  # the cross-check's scratch products run inside the first step
+    rbm_step_route._WORKS.clear()  # the cross-check's scratch products run inside the first step
     monkeypatch.setattr(routes, "measure", lambda name, fn: (
         {"numpy@1": 0.5, "torch": 0.7}.get(name, 1.0) if torch.get_num_threads() > 1
         else {"torch": 0.1}.get(name, 1.0)))
@@ -324,7 +324,7 @@ def test_step_hooks_run_once_on_either_route():
         seen: list[str] = []
         opt.register_step_pre_hook(lambda *a, seen=seen: seen.append("pre"))
         opt.register_step_post_hook(lambda *a, seen=seen: seen.append("post"))
-        rbm_fused.IMPLS[route](m, opt, _batches(dtype=torch.float32)[0])
+        rbm_step_route.IMPLS[route](m, opt, _batches(dtype=torch.float32)[0])
         assert seen == ["pre", "post"], route
 
 
@@ -371,13 +371,30 @@ def test_sampling_follows_the_step_route(monkeypatch):
     """A model samples by NumPy once its updates settled on a NumPy route, by torch before
     and when the step is pinned to torch."""
     m = _rbm(torch.float32)
-    assert not rbm_fused.samples_with_numpy(m)
+    assert not rbm_step_route.samples_with_numpy(m)
     for pin, numpy_after in (("torch", False), ("numpy", True)):
         monkeypatch.setenv("SHORTRUN_ROUTE_RBM_STEP", pin)
         routes.forget()  # pins are read when a route is first settled in a process
         m = _rbm(torch.float32)
         m.training_step(_batches(dtype=torch.float32)[0], 0, {"main": _opt(m)})
-        assert rbm_fused.samples_with_numpy(m) == numpy_after
+        assert rbm_step_route.samples_with_numpy(m) == numpy_after
     torch.manual_seed(3)
     x = m.sample(4, steps=5)
     assert x.shape == (4, 12) and set(x.unique().tolist()) <= {0.0, 1.0}
+
+
+def test_scratch_copies_for_timing_leave_the_runs_data_behind(monkeypatch):
+    """The route timing copies parameters, buffers and chains only, without relying on
+    ``Model.__deepcopy__`` to share the run's data (a dataset that must never be copied)."""
+    from shortrun.models.base import Model
+
+    class NeverCopied:
+        def __deepcopy__(self, memo):
+            raise AssertionError("the run's data was deep-copied")
+
+    monkeypatch.delattr(Model, "__deepcopy__")
+    m = _rbm(torch.float32)
+    data = m.reference_data = NeverCopied()
+    twin, _ = rbm_step_route._twin(m, torch.float64)
+    assert twin.reference_data is None and m.reference_data is data
+    assert twin.W.dtype == torch.float64 and torch.equal(twin.W.float(), m.W)

@@ -132,3 +132,17 @@ def test_mh_accept_draws_one_uniform_per_chain(dtype):
     accept = mh_accept(log_alpha, g1)
     u = torch.rand(10, generator=g2, dtype=dtype)
     assert torch.equal(accept, torch.log(u) < -0.5)
+
+
+def test_driver_functions_and_their_modules_are_both_reachable():
+    """``from shortrun.samplers import langevin`` is the driver (README); the module it hides
+    is ``shortrun.samplers.langevin_kernel`` (and so for mala and hmc)."""
+    import types
+
+    import shortrun.samplers as samplers
+
+    for name in ("langevin", "mala", "hmc"):
+        module = getattr(samplers, f"{name}_kernel")
+        assert isinstance(module, types.ModuleType)
+        assert module is importlib.import_module(f"shortrun.samplers.{name}")
+        assert getattr(samplers, name) is getattr(module, name) and callable(module.__dict__[name])

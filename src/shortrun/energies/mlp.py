@@ -8,11 +8,10 @@ It is checked against autograd in the tests (tests/energies/test_mlp_energy.py).
 The pass's matrix products run by one of two routes, the ``mlp`` family of
 :mod:`shortrun.routes`: ``torch`` (``F.linear``, torch's BLAS) or ``onednn``
 (``mkldnn._linear_pointwise``, the op ``torch.compile`` itself lowers ``nn.Linear`` to on CPU),
-each at the current thread count or at one (``torch@1``). Which wins depends on the machine:
-oneDNN was about 2.5× faster for a 10,000-chain Langevin step on the AMD EPYC of
-bench/results_ebm.md, and switching it off made the same step 1.23× faster on an Intel Xeon
-(issue 16). So on CPU the candidates are timed on the actual input at its first pass (per
-row bucket, network shape, dtype and threads; :func:`route_for`) and the winner is cached.
+each at the current thread count or at one (``torch@1``). Which wins depends on the machine: oneDNN
+won a 10,000-chain Langevin step on one CPU measured and lost it on another (bench/results_ebm.md).
+So on CPU the candidates are timed on the actual input at its first pass (per row bucket, network
+shape, dtype and threads; :func:`route_for`) and the winner is cached.
 Every candidate passed the float64 cross-check first (:func:`route_works`). Same arithmetic, a
 different summation order. ``SHORTRUN_ROUTE_MLP=torch|onednn`` pins a route; the ``onednn``
 pin is the rule used before measurement (:func:`_use_onednn`: oneDNN from 256 rows).
@@ -151,7 +150,7 @@ class MLPEnergy(nn.Module):
         return energy, g
 
 
-# --- the routes of the fast pass (issue 16, deliverable 1) ----------------------------------
+# --- the routes of the fast pass ------------------------------------------------------------
 
 Pass = Callable[[MLPEnergy, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
@@ -233,7 +232,7 @@ def route_for(energy: MLPEnergy, flat: torch.Tensor) -> routes.Chosen:
     and for dtypes other than float32/float64."""
     widths = tuple(m.in_features for m in energy.net if isinstance(m, nn.Linear))
     memo_key = (FAMILY, flat.dtype, flat.device.type, routes.bucket(flat.shape[0]), widths,
-                torch.get_num_threads(), torch._C._get_mkldnn_enabled())
+                torch.get_num_threads(), torch.backends.mkldnn.enabled)
     chosen = routes.MEMO.get(memo_key)
     if chosen is None:
         chosen = routes.MEMO[memo_key] = _first_route(energy, flat)

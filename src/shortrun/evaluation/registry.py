@@ -34,11 +34,6 @@ def eval_spec(model_name: str) -> EvalSpec:
     return getattr(importlib.import_module(module), attr)
 
 
-def available_metrics(model_name: str) -> tuple[str, ...]:
-    """The names ``shortrun eval --metrics`` accepts for ``model_name``."""
-    return eval_spec(model_name).metrics
-
-
 def choose_metrics(model_name: str, cfg: Any, info: Any, requested: list[str]) -> list[str]:
     """The metrics to compute: ``requested``, else the model's defaults for this data;
     unknown names (or names that do not fit the data) are a one-line ConfigError."""

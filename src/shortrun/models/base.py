@@ -88,10 +88,9 @@ class Model(nn.Module):
     def __deepcopy__(self, memo: dict) -> Model:
         """A deep copy that shares :attr:`reference_data` with the original (it is read-only).
 
-        Copying it would duplicate the run's whole dataset: MNIST is 220 MB, and the RBM's
-        route measurement makes five scratch copies of the model at its first step (session
-        31, AMD EPYC cpu family 26 model 2: 0.25 s and 1.1 GB of transient memory per
-        ``shortrun train rbm_mnist``). Otherwise what
+        Copying it would duplicate the run's whole dataset (MNIST is 220 MB), and the RBM's
+        route measurement makes five scratch copies of the model at its first step. Otherwise
+        what
         ``copy.deepcopy`` does for any module: a new instance whose state is a deep copy."""
         new = type(self).__new__(type(self))
         memo[id(self)] = new

@@ -1,8 +1,8 @@
 """The LEBM generator's memory layout, NCHW or NHWC, chosen by measurement (``conv`` family).
 
-NHWC lets oneDNN pick faster transposed-convolution kernels on some CPUs (the AMD EPYC of
-bench/lebm_speed.py), but a layout that wins on one machine, thread count or batch size can
-lose on another (issue 16, deliverable 1). With ``model.channels_last: auto`` (the default) the
+NHWC lets oneDNN pick faster transposed-convolution kernels on some CPUs
+(bench/lebm_speed.py), but a layout that wins on one machine, thread count or batch size can
+lose on another. With ``model.channels_last: auto`` (the default) the
 generator settles its layout at its first forward pass on CPU: both layouts run one
 posterior-chain step's work, a generator forward and the gradient with respect to the latent
 (:func:`chain_step`), at the actual batch size, dtype and thread count; the faster is kept in

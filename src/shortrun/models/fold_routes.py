@@ -2,20 +2,17 @@
 each by oneDNN's kernel or by the product it is, chosen by measurement (``deconv`` family).
 
 - :class:`LatentProjection`, the first layer (``1 × 1`` latent to a ``k × k`` map): ``conv`` or
-  ``gemm``, ``z @ W.reshape(c, o·k·k)``. For the SVHN generator's 100 → 512 × 4 × 4 layer at
-  batch 100 (NHWC), forward plus the latent's gradient took 12.3 ms as oneDNN's convolution
-  against 5.1 ms as the GEMM at 1 thread (AMD EPYC, cpu family 26, model 2;
-  ``bench/lebm_projection_speed.py``).
+  ``gemm``, ``z @ W.reshape(c, o·k·k)``: for the SVHN generator's 100 → 512 × 4 × 4 layer the
+  GEMM ran forward plus the latent's gradient in less than half oneDNN's time on one CPU
+  measured (``bench/lebm_projection_speed.py``).
 - :class:`ImageLayer`, the last layer (to the image's 1 or 3 channels): ``conv`` or ``fold``.
 
 For the last layer: oneDNN's transposed-convolution kernels are slow when the output has few
-channels. On the MNIST generator's 32 → 1 channel layer (14 → 28, batch 100, NHWC) the
-forward took 2.7 ms, 7 GFLOP/s, and was the largest single cost of a ``lebm_mnist_anomaly``
-iteration. The same layer
+channels: on the MNIST generator's 32 → 1 channel layer it was the largest single cost of a
+``lebm_mnist_anomaly`` iteration. The same layer
 written as what it is, ``cols = x @ W.reshape(c, o·k·k)`` per input pixel and then ``F.fold``
-(col2im) to scatter-add the ``k × k`` patches, ran forward plus input gradient 2.2× faster and
-the whole iteration 1.23× faster (AMD EPYC, cpu family 26, model 2;
-``bench/lebm_fold_speed.py``). The backward is the convolution's own
+(col2im) to scatter-add the ``k × k`` patches, ran it about twice as fast
+(``bench/lebm_fold_speed.py``; figures in bench/README). The backward is the convolution's own
 (``aten.convolution_backward``), so gradients are exactly those of ``nn.ConvTranspose2d``; the
 forward differs from oneDNN's only in summation order.
 

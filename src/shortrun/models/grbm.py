@@ -25,7 +25,7 @@ from shortrun.samplers.gibbs import GibbsState
 
 
 @dataclass
-class GaussianRBMOptions(RBMOptions):
+class GaussianBernoulliRBMOptions(RBMOptions):
     name: str = fld("grbm")
     learn_sigma: bool = fld(True, doc="learn the visible variances (else fixed at sigma_init)")
     sigma_init: str = fld("data", choices=("data", "one"),
@@ -34,9 +34,12 @@ class GaussianRBMOptions(RBMOptions):
     beta_min: float = fld(0.1, gt=0.0, lt=1.0, doc="lowest inverse temperature (must be > 0)")
 
 
+GaussianRBMOptions = GaussianBernoulliRBMOptions  # the earlier name, kept as an alias
+
+
 class GaussianBernoulliRBM(RBMBase):
     name = "grbm"
-    Config = GaussianRBMOptions
+    Config = GaussianBernoulliRBMOptions
 
     def setup(self, info) -> None:
         if info.kind == "binary":

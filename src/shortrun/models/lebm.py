@@ -15,10 +15,11 @@ step on ``Σ_pixels ‖x − g(z⁺)‖² / B`` (the ``generator_loss`` hook, wh
 overrides), EBM step on ``mean E_α(z⁺) − mean E_α(z⁻)`` (the
 contrastive objective, Eq. 7). ``model.prior: gaussian`` removes the EBM (the paper's ablation).
 
-``model.prior_sampler: damc`` starts both chains from a learned diffusion sampler instead of
-``N(0, I)`` and trains it on the chains' outputs (Yu et al. 2023; :mod:`shortrun.models.damc`):
-the chains and the updates above are unchanged, only where the chains start
-(:meth:`LEBM.training_chains`) and one more update between the chains and the generator step.
+Where the chains start is a chain source (:mod:`shortrun.models.latent_chains`), ``N(0, I)``
+by default. ``chains=DAMC(...)`` (recipe: ``model.prior_sampler: damc``) starts them from a
+learned diffusion sampler and trains it on the chains' outputs (Yu et al. 2023;
+:mod:`shortrun.models.damc`): the chains and the updates above are unchanged, only where the
+chains start and one more update, the source's, between the chains and the generator step.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ from shortrun.data.base import DataInfo
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.base import Model, ModelOptions, OptimOptions, merge_options
-from shortrun.models.damc import DAMCChains, build_amortizer
+from shortrun.models.damc import DAMCRecipeKeys, chains_from_recipe, rename_old_checkpoint_keys
 from shortrun.models.inputs import check_batch, check_sample_args
+from shortrun.models.latent_chains import ShortRunChains
 from shortrun.models.lebm_nets import ACTIVATIONS, GENERATORS, Generator, PriorTilt, pick_generator
 from shortrun.objectives.contrastive import contrastive_loss
 from shortrun.samplers.langevin import LangevinInfo, langevin
@@ -62,30 +64,6 @@ class LatentPriorOptions(ModelOptions):
                               "one exception to lr_<net> defaulting to train.lr)")
     lr_generator: float | None = fld(None, gt=0,
                                      doc="Adam lr of the generator / decoder; default train.lr")
-    # --- the diffusion-amortized sampler (Yu et al. 2023); sizes of the authors' code ---------
-    prior_sampler: str = fld("langevin", choices=("langevin", "damc"),
-                             doc="langevin: chains from N(0, I) (Pang et al. 2020); damc: from "
-                                 "a learned diffusion amortizer (Yu et al. 2023)")
-    damc_width: int = fld(128, gt=0, doc="amortizer noise-net width w (layers w, 2w, 2w)")
-    damc_emb: int = fld(1024, gt=0, doc="amortizer condition-embedding size")
-    damc_time_emb: int = fld(128, gt=0, doc="amortizer noise-level embedding size")
-    damc_encoder_width: int = fld(64, gt=0, doc="amortizer encoder base width (nif)")
-    damc_steps: int = fld(100, ge=2, doc="diffusion sampling steps of the amortizer")
-    damc_logsnr_min: float = fld(-5.1, doc="log-SNR at t = 1 (most noise)")
-    damc_logsnr_max: float = fld(9.8, doc="log-SNR at t = 0 (least noise)")
-    damc_mask_prob: float = fld(0.2, ge=0, le=1,
-                                doc="probability of dropping x from an amortizer target")
-    damc_uncond: str = fld("dropout", choices=("dropout", "both"),
-                           doc="dropout: damc_mask_prob per example; both: conditional + "
-                               "unconditional loss on every example (anomaly script)")
-    damc_updates: int = fld(6, gt=0, doc="amortizer steps per iteration")
-    damc_ema: float = fld(0.005, gt=0, le=1, doc="rate of the slow copy that starts the chains")
-    damc_ema_every: int = fld(10, gt=0, doc="iterations between slow-copy updates")
-    damc_noise_chains: bool = fld(True, doc="also start as many prior chains from N(0, I)")
-    damc_sample_steps: int = fld(0, ge=0, doc="prior steps after q(z) in sample(); 0: none")
-    lr_amortizer: float | None = fld(None, gt=0, doc="AdamW lr of the amortizer; default train.lr")
-    weight_decay_amortizer: float | None = fld(None, ge=0,
-                                               doc="AdamW weight decay; default train.weight_decay")
 
 
 ANOMALY_SCORES = ("joint", "tilt", "unweighted")
@@ -109,7 +87,7 @@ def anomaly_scores_from_terms(terms: dict[str, torch.Tensor], sigma: float,
 
 
 @dataclass
-class LEBMOptions(LatentPriorOptions):
+class LEBMOptions(DAMCRecipeKeys, LatentPriorOptions):
     name: str = fld("lebm")
     generator: str = fld("auto", choices=GENERATORS, doc="auto: picked from the data shape")
     ngf: int = fld(64, gt=0, doc="generator width")
@@ -149,15 +127,19 @@ class LEBM(Model):
     shape); ``prior`` is the tilt ``f_α`` (an ``nn.Module`` ``(B, nz) → (B,)``, e.g.
     :class:`~shortrun.models.lebm_nets.PriorTilt`), ``None`` for the Gaussian prior alone.
     Keyword options are ``LEBMOptions`` fields (``nz`` must match the generator's input).
+    ``chains`` is where the chains start (:mod:`shortrun.models.latent_chains`): default
+    ``N(0, init_sigma²I)`` (Pang et al. 2020), or e.g. ``DAMC(amortizer, DAMCOptions(...))``;
+    left ``None`` with ``prior_sampler='damc'``, the DAMC source is built from the ``damc_*``
+    options once the data's shape is known.
     """
 
     name = "lebm"
     Config = LEBMOptions
-    networks = ("generator", "prior")
+    networks = ("generator", "prior", "chains")
 
     def __init__(self, generator: nn.Module, prior: nn.Module | None = None,
                  options: LatentPriorOptions | None = None, info: DataInfo | None = None,
-                 **option_values: Any) -> None:
+                 *, chains: ShortRunChains | None = None, **option_values: Any) -> None:
         options = merge_options(type(self).Config, options, option_values)
         if prior is not None and options.prior == "gaussian":
             raise ConfigError("LEBM: a prior network was given but options.prior is "
@@ -165,20 +147,29 @@ class LEBM(Model):
         if prior is None and options.prior != "gaussian":
             options = dataclasses.replace(options, prior="gaussian")  # what the model is
         super().__init__(options, info)
-        self._given(generator=generator, prior=prior)
+        self._given(generator=generator, prior=prior, chains=chains)
         self.generator = generator
         self.tilt = prior
-        self.damc: DAMCChains | None = None  # built by setup() once the data shape is known
+        self.chains = chains if chains is not None else ShortRunChains()
+        self._chains_from_options = chains is None
+        self.register_load_state_dict_pre_hook(rename_old_checkpoint_keys)
         self._finish_init()
 
     def setup(self, info: DataInfo) -> None:
-        """``prior_sampler: damc``: the amortizer, whose encoder depends on the data shape."""
-        self.build_damc(info)
+        self.build_chains(info)
 
-    def build_damc(self, info: DataInfo, vocab: int | None = None) -> None:
-        if self.options.prior_sampler == "damc":
-            amortizer = build_amortizer(self.options, tuple(info.shape), info.kind, vocab)
-            self.damc = DAMCChains(amortizer).to(self.device)
+    def build_chains(self, info: DataInfo, vocab: int | None = None) -> None:
+        """The source the options name (``prior_sampler: damc``), whose encoder depends on the
+        data's shape; a source given to the constructor is kept."""
+        built = (chains_from_recipe(self.options, self.options.nz, tuple(info.shape), info.kind,
+                                    vocab) if self._chains_from_options else None)
+        if built is not None:
+            self.chains = built.to(self.device)
+
+    @property
+    def damc(self) -> ShortRunChains | None:
+        """The chain source when it learns (DAMC), else None: the earlier attribute."""
+        return None if type(self.chains) is ShortRunChains else self.chains
 
     @classmethod
     def from_config(cls, options: LEBMOptions, info: DataInfo) -> LEBM:
@@ -225,23 +216,20 @@ class LEBM(Model):
                      generator: torch.Generator | None = None,
                      callback: Callable[[int, torch.Tensor, LangevinInfo], None] | None = None,
                      start: torch.Tensor | None = None) -> torch.Tensor:
-        """Short-run (or, with ``steps``, long-run) prior chain from ``N(0, init_sigma²I)``,
-        from ``start`` when given, or (``prior_sampler: damc``) from the amortizer's ``q_φ(z)``
-        followed by ``steps`` (default ``damc_sample_steps``) steps.
+        """Short-run (or, with ``steps``, long-run) prior chain from ``start`` when given, else
+        from the chain source's start (``N(0, init_sigma²I)``; DAMC: the amortizer's ``q_φ(z)``,
+        followed by its ``sample_steps`` when ``steps`` is None).
 
         With the Gaussian prior the draw is exact and no chain is run (unless a callback asks
         for a trace)."""
         m: LEBMOptions = self.options
         if self.tilt is None and callback is None and start is None:
             return m.prior_sigma * torch.randn((n, m.nz), generator=generator, device=self.device)
-        if start is None and self.damc is not None:
-            start = self.damc.start_prior(n, generator)
-            steps = m.damc_sample_steps if steps is None else steps
-        elif start is None:
-            start = self.init_z(n, generator)
-            steps = steps or m.prior_steps
-        elif steps is None:
-            steps = m.prior_steps
+        after = None
+        if start is None:
+            start, after = self.chains.start_prior(n, self.init_z, generator)
+        if steps is None:
+            steps = m.prior_steps if after is None else after
         with frozen(self):
             z, _ = langevin(self.prior_energy, start, steps, m.prior_step_size, 1.0,
                             generator=generator, callback=callback)
@@ -250,16 +238,12 @@ class LEBM(Model):
     def sample_posterior(self, x: torch.Tensor, steps: int | None = None,
                          generator: torch.Generator | None = None,
                          start: torch.Tensor | None = None) -> torch.Tensor:
-        """Short-run posterior chain ``z ~ p(z | x)`` from ``N(0, init_sigma²I)``, from
-        ``start`` when given, or (``prior_sampler: damc``) from the amortizer's ``q_φ(z | x)``."""
+        """Short-run posterior chain ``z ~ p(z | x)`` from ``start`` when given, else from the
+        chain source's start (``N(0, init_sigma²I)``; DAMC: the amortizer's ``q_φ(z | x)``)."""
         m: LEBMOptions = self.options
         with frozen(self):
-            if start is not None:
-                z0 = start
-            elif self.damc is not None:
-                z0 = self.damc.start_posterior(x, generator)
-            else:
-                z0 = self.init_z(x.shape[0], generator)
+            z0 = start if start is not None else self.chains.start_posterior(x, self.init_z,
+                                                                              generator)
             z, _ = langevin(lambda z: self.posterior_energy(z, x), z0, steps or m.post_steps,
                             m.post_step_size, 1.0, generator=generator)
         return z
@@ -276,14 +260,7 @@ class LEBM(Model):
         if self.tilt is not None:
             opts["prior"] = torch.optim.Adam(self.tilt.parameters(), lr=m.lr_prior,
                                              betas=t.betas, weight_decay=t.weight_decay)
-        if self.damc is not None:
-            # AdamW as in the authors' code; lr_amortizer / weight_decay_amortizer fall back to
-            # train.lr / train.weight_decay like every lr_<net>
-            wd = t.weight_decay if m.weight_decay_amortizer is None else m.weight_decay_amortizer
-            opts["amortizer"] = torch.optim.AdamW(self.damc.amortizer.parameters(),
-                                                  lr=self.lr_of("amortizer", t),
-                                                  betas=t.betas, weight_decay=wd)
-        return opts
+        return {**opts, **self.chains.build_optimizers(t)}
 
     def training_batch(self, batch: torch.Tensor) -> torch.Tensor:
         """Hook: the data a training step learns from (the text model trims padding)."""
@@ -299,35 +276,24 @@ class LEBM(Model):
         return sq.mean(), {"mse_post": float(sq.detach().mean()) / x[0].numel()}
 
     def training_chains(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``(z⁺, z⁻)``: the posterior chain, then the prior chain (None without the EBM).
-
-        ``prior_sampler: damc`` starts both from ``z₀ ~ q_φ̄(z | x)`` (the amortizer's slow
-        copy), the prior chains also from ``N(0, init_sigma²I)`` with ``damc_noise_chains``
-        (twice as many negatives), as in the authors' training scripts."""
-        if self.damc is None:
-            z_pos = self.sample_posterior(x)
-            return z_pos, (self.sample_prior(x.shape[0]) if self.tilt is not None else None)
+        """``(z⁺, z⁻)``: the posterior chain, then the prior chain (None without the EBM), each
+        from where the chain source starts it (the prior's start is asked for after the
+        posterior chain has run: the default source's noise is drawn in that order)."""
         with frozen(self):
-            z0 = self.damc.start_posterior(x, slow=True)
+            z0 = self.chains.training_posterior_start(x, self.init_z)
         z_pos = self.sample_posterior(x, start=z0)
         if self.tilt is None:
             return z_pos, None
-        start = torch.cat([z0, self.init_z(x.shape[0])]) if self.options.damc_noise_chains else z0
+        start = self.chains.training_prior_start(z0, self.init_z)
         return z_pos, self.sample_prior(start.shape[0], start=start)
 
     def training_step(self, batch, step, optimizers):
-        """One learning iteration in the official order: posterior chain, prior chain,
-        [DAMC: amortizer steps on ``(x, z⁺)``], generator step (:meth:`generator_loss`), EBM
-        step (contrastive, Eq. 7)."""
+        """One learning iteration in the official order: posterior chain, prior chain, the
+        chain source's own update (DAMC: amortizer steps on ``(x, z⁺)``), generator step
+        (:meth:`generator_loss`), EBM step (contrastive, Eq. 7)."""
         x = self.training_batch(batch)
-        if self.options.prior_sampler == "damc" and "amortizer" not in optimizers:
-            raise ConfigError("LEBM(prior_sampler='damc'): the amortizer is built when the model "
-                              "knows its data; bind it (info=...) before build_optimizers()")
         z_pos, z_neg = self.training_chains(x)
-        metrics: dict[str, float] = {}
-        if self.damc is not None:
-            metrics.update(self.damc.learn(x, z_pos, optimizers["amortizer"], step,
-                                           self.options, self.optimizer_step))
+        metrics = dict(self.chains.learn(x, z_pos, optimizers, step, self.optimizer_step))
         loss_g, extra = self.generator_loss(x, z_pos)
         self.optimizer_step(optimizers["generator"], loss_g, self.generator.parameters())
         metrics.update({"loss": float(loss_g.detach()), **extra})

@@ -35,6 +35,7 @@ import torch
 from shortrun.data.base import DataInfo
 from shortrun.data.ptb import lengths, trim
 from shortrun.fields import fld
+from shortrun.models.damc import DAMCRecipeKeys
 from shortrun.models.inputs import check_sample_args
 from shortrun.models.lebm import LEBM, LatentPriorOptions
 from shortrun.models.lebm_nets import PriorTilt
@@ -43,7 +44,7 @@ from shortrun.models.text_nets import TokenLSTM, write_token_ids
 
 
 @dataclass
-class LEBMTextOptions(LatentPriorOptions):
+class LEBMTextOptions(DAMCRecipeKeys, LatentPriorOptions):
     name: str = fld("lebm_text")
     nz: int = fld(32, gt=0, doc="latent dimension (32 in the paper's text experiments)")
     emb: int = fld(256, gt=0, doc="decoder word-embedding size")
@@ -74,9 +75,9 @@ class LEBMText(LEBM):
         return model
 
     def setup(self, info: DataInfo) -> None:
-        """``prior_sampler: damc``: the amortizer encodes token ids (a mean word embedding)."""
-        if self.options.prior_sampler == "damc":
-            self.build_damc(info, text_vocab_size(info, self.name))
+        """A DAMC source built from the options encodes token ids (a mean word embedding)."""
+        if getattr(self.options, "prior_sampler", "langevin") == "damc":
+            self.build_chains(info, text_vocab_size(info, self.name))
 
     def init_z(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """``N(0, init_sigma²I)`` in the decoder's dtype (float64 models check gradients)."""

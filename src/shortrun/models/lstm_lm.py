@@ -23,7 +23,7 @@ from shortrun.models.text_nets import TokenLSTM, write_token_ids
 
 
 @dataclass
-class LstmLmOptions(ModelOptions):
+class LstmLMOptions(ModelOptions):
     name: str = fld("lstm_lm")
     emb: int = fld(256, gt=0, doc="word-embedding size")
     hidden: int = fld(512, gt=0, doc="LSTM hidden size")
@@ -38,17 +38,20 @@ def text_vocab_size(info: DataInfo, model: str) -> int:
     return int(info.high) + 1
 
 
+LstmLmOptions = LstmLMOptions  # the earlier name, kept as an alias
+
+
 class LstmLM(Model):
     name = "lstm_lm"
-    Config = LstmLmOptions
+    Config = LstmLMOptions
 
-    def __init__(self, options: LstmLmOptions | None = None,
+    def __init__(self, options: LstmLMOptions | None = None,
                  info: DataInfo | None = None) -> None:
         super().__init__(options, info)
         self._finish_init()
 
     def setup(self, info: DataInfo) -> None:
-        m: LstmLmOptions = self.options
+        m: LstmLMOptions = self.options
         self.lm = TokenLSTM(text_vocab_size(info, self.name), m.emb, m.hidden, 0, m.layers,
                             m.dropout)
 

@@ -39,6 +39,7 @@ class BernoulliRBMOptions(RBMOptions):
 class BernoulliRBM(RBMBase):
     name = "rbm"
     Config = BernoulliRBMOptions
+    numpy_step = True  # models/rbm_fused.py computes this class's (not a subclass's) update
 
     def setup(self, info) -> None:
         # (N, D) vectors in [0, 1] are visible probabilities, as scikit-learn's BernoulliRBM

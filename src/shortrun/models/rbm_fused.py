@@ -1,13 +1,15 @@
-"""The binary RBM's whole CD-k / PCD-k update in NumPy: the ``rbm_step`` route family.
+"""The binary RBM's whole CD-k / PCD-k update in NumPy: the fast candidate of the ``rbm_step``
+route family (:mod:`shortrun.models.rbm_step_route` chooses between it and the torch step).
 
 Why a second implementation of one update: for a small RBM (``rbm_digits``: 64 × 20, batch
 50, 100 chains) each product is a few thousand FLOPs, and the update's ~75 torch calls cost
-2-5 µs of dispatch each, ~400 µs a step against ~90 µs for scikit-learn's NumPy BernoulliRBM
-(issue 16; AMD EPYC, bench/README). NumPy's per-call cost is about a microsecond there. For a
-large RBM (784 × 500) the products dominate and torch's measured GEMM routes
-(:mod:`shortrun.products`) may win instead. So the step itself is a route, chosen per machine
-like the products (:func:`step_route`): both candidates run a few updates of a scratch copy of
-the model on the actual batch shape, and the faster is kept in the route cache.
+microseconds of dispatch each, several times what scikit-learn's NumPy BernoulliRBM spends a
+step, while NumPy's per-call cost is about a microsecond (bench/README, "Measurements behind
+the speed layer"). For a large RBM (784 × 500) the products dominate and torch's measured GEMM
+routes (:mod:`shortrun.products`) may win instead. So the step itself is a route, chosen per
+machine like the products (:func:`~shortrun.models.rbm_step_route.step_route`): both
+candidates run a few updates of a scratch copy of the model on the actual batch shape, and the
+faster is kept in the route cache.
 
 The arithmetic is exactly that of :class:`shortrun.models.rbm_learning.RBMBase` with
 :class:`shortrun.models.rbm.BernoulliRBM`'s centering (Melchior, Fischer & Wiskott 2016,
@@ -16,59 +18,38 @@ same Gibbs sweeps (Hinton 2002, Eq. 5) drawing the *same* uniforms from torch's 
 order (:func:`shortrun.energies.rbm.uniform`), the same gradient and update. σ and softplus
 are torch's own kernels run on NumPy memory; only the summation order of the products differs,
 so before the route may be chosen it must agree with the torch step in float64 to rounding over
-two updates (:func:`numpy_works`).
+two updates (:func:`~shortrun.models.rbm_step_route.numpy_works`).
 
 Scope: ``model.learning`` cd or pcd, ``model.chain`` gibbs, float32/float64 parameters on the
 CPU, no bf16 autocast, one process, and the optimiser the RBM builds. Everything else (FPCD,
 parallel tempering, the Gaussian RBM, data-parallel runs) takes the torch step. The parameter
 update is the optimiser's own ``step()`` on the gradients written into ``p.grad``, as in the torch
 step.
-
-``SHORTRUN_ROUTE_RBM_STEP=torch|numpy`` pins the route (``SHORTRUN_ROUTE=numpy`` too);
-``SHORTRUN_ROUTE`` naming another family's route puts the step on torch, its fixed route.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from shortrun import routes
 from shortrun.energies.rbm import UNIFORM_NUMPY_FROM, uniform
 from shortrun.models.rbm_sgd import RBMSGD
 from shortrun.products import match_blas_threads
 
 if TYPE_CHECKING:
     from shortrun.energies.rbm import BernoulliRBMParams
-    from shortrun.models.rbm import BernoulliRBM
 
-FAMILY = "rbm_step"
-ROUTES = ("torch", "numpy")  # what a pin may name; "numpy@1" is NumPy with a one-thread BLAS
-FIXED = "torch"
-_WORKS: dict[tuple, bool] = {}
+# A BernoulliRBM, named by its role: importing models/rbm.py here would close an import circle
+# (rbm -> rbm_learning -> rbm_fused -> rbm)
+RBM = torch.nn.Module
 
-
-def applies(model: BernoulliRBM) -> bool:
-    """Whether the NumPy step computes this model's update (module docstring, "Scope")."""
-    from shortrun.models.rbm import BernoulliRBM
-
-    m = model.options
-    W = model.W
-    if not (type(model) is BernoulliRBM and m.learning in ("cd", "pcd") and m.chain == "gibbs"):
-        return False
-    if W.device.type != "cpu" or W.dtype not in (torch.float32, torch.float64):
-        return False
-    if torch.is_autocast_enabled("cpu"):
-        return False
-    return not (torch.distributed.is_available() and torch.distributed.is_initialized())
 
 
 # torch splits an elementwise op over its OpenMP threads from this many elements; those threads
-# then spin for a while and starve NumPy's BLAS threads (a 784 × 500 CD-1 update at 2 threads:
-# 7.6 → 36 ms on the AVX2 AMD EPYC of session 17), so where NumPy's BLAS runs more than one
+# then spin for a while and starve NumPy's BLAS threads (a 784 × 500 CD-1 update at 2 threads
+# ran several times slower), so where NumPy's BLAS runs more than one
 # thread, larger arrays take NumPy's forms
 TORCH_SERIAL_BELOW = 32768
 
@@ -76,9 +57,9 @@ TORCH_SERIAL_BELOW = 32768
 def _sigmoid_into(src: torch.Tensor, out: torch.Tensor, any_size: bool = False) -> None:
     """``out = σ(src)``: by the torch step's own kernel on NumPy memory below
     :data:`TORCH_SERIAL_BELOW` elements, or at any size with ``any_size`` (NumPy's BLAS on one
-    thread: nothing to starve); on the AVX2 AMD EPYC of session 17 that took 5 µs for 150 × 20
-    against 14 µs for NumPy's form. Otherwise as ``(1 + tanh(a/2)) / 2`` in NumPy
-    (overflow-free, within 1e-7 of the exact value in float32)."""
+    thread: nothing to starve), where it is faster than NumPy's form. Otherwise as
+    ``(1 + tanh(a/2)) / 2`` in NumPy (overflow-free, within 1e-7 of the exact value in
+    float32)."""
     if any_size or src.numel() < TORCH_SERIAL_BELOW:
         torch.sigmoid(src, out=out)
         return
@@ -91,8 +72,8 @@ def _sigmoid_into(src: torch.Tensor, out: torch.Tensor, any_size: bool = False) 
 
 def _softplus_rows(a: torch.Tensor, any_size: bool = False) -> np.ndarray:
     """``Σⱼ softplus(aⱼ)`` per row: by the torch step's own ``F.softplus`` below
-    :data:`TORCH_SERIAL_BELOW` elements or with ``any_size`` (as for :func:`_sigmoid_into`;
-    14 µs for 150 × 20 there, against 22 µs in NumPy), else as
+    :data:`TORCH_SERIAL_BELOW` elements or with ``any_size`` (as for :func:`_sigmoid_into`),
+    else as
     ``max(a, 0) + log(1 + exp(−|a|))`` in NumPy (overflow-free; ``log`` rather than ``log1p``
     because NumPy vectorises it, and the argument in [1, 2] keeps the error at rounding)."""
     if any_size or a.numel() < TORCH_SERIAL_BELOW:
@@ -167,7 +148,7 @@ class _Workspace:
     concatenated: data rows first, chain rows after, as the free energies and ``Wᵀ``'s
     gradient stack them."""
 
-    def __init__(self, model: BernoulliRBM, n_pos: int, tensors: tuple[torch.Tensor, ...],
+    def __init__(self, model: RBM, n_pos: int, tensors: tuple[torch.Tensor, ...],
                  key: tuple) -> None:
         self.tensors, self.key = tensors, key
         self.params = tensors[:3]
@@ -205,7 +186,7 @@ class _Workspace:
         return _draw_sweeps(self.k, self.n_neg, self.nh, self.nv, self.t_u, out=self.t_u)
 
 
-def _workspace(model: BernoulliRBM, n_pos: int) -> _Workspace:
+def _workspace(model: RBM, n_pos: int) -> _Workspace:
     """The model's workspace for batches of ``n_pos``, rebuilt when an option it depends on
     changed or a tensor it views was replaced (``.to()``, a new chain set)."""
     m = model.options
@@ -225,7 +206,7 @@ class NumpyStep:
     """One update of ``model`` (a :class:`BernoulliRBM`) with ``optimizer`` (its SGD), on NumPy
     views of the parameters, buffers and momentum buffers: ``step(batch) -> metrics``."""
 
-    def __init__(self, model: BernoulliRBM, optimizer: torch.optim.Optimizer,
+    def __init__(self, model: RBM, optimizer: torch.optim.Optimizer,
                  blas_threads: int | None = None) -> None:
         self.model, self.optimizer, self.blas_threads = model, optimizer, blas_threads
 
@@ -293,17 +274,6 @@ class NumpyStep:
 GIBBS_CHUNK = 1 << 20
 
 
-def samples_with_numpy(model: BernoulliRBM) -> bool:
-    """Whether :meth:`RBMBase.sample` runs its Gibbs sweeps as NumPy calls: where the NumPy
-    step applies and this model's measured (or pinned) ``rbm_step`` route is a NumPy one.
-    The sampler follows the step's route rather than a size rule of its own: both are the
-    same products and elementwise calls, so the measurement that chose the step stands for
-    it; a model that has not trained in this process samples by torch."""
-    settled = model._settled_step_routes
-    return (bool(settled) and all(c.name != "torch" for c in settled.values())
-            and applies(model))
-
-
 def numpy_gibbs(params: BernoulliRBMParams, v: torch.Tensor, n_steps: int,
                 generator: torch.Generator | None = None) -> torch.Tensor:
     """``n_steps`` block-Gibbs sweeps from ``v`` (:func:`shortrun.samplers.gibbs.block_gibbs`
@@ -311,9 +281,8 @@ def numpy_gibbs(params: BernoulliRBMParams, v: torch.Tensor, n_steps: int,
     ``n × n_hidden`` then ``n × n_visible`` numbers from ``generator`` (torch's global RNG
     when None), in chunks of sweeps. Returns the final visible state.
 
-    For ``rbm_digits``' sample grid (64 chains, 64 × 20, 1000 sweeps) the torch sampler
-    spends ~115 µs a sweep in calls; this one about half that on the AVX2 AMD EPYC of
-    session 17."""
+    For ``rbm_digits``' sample grid (64 chains, 64 × 20, 1000 sweeps) the torch sampler spends
+    its time in calls; this one makes half as many."""
     W = params.W.detach().numpy()
     b, c = params.b.detach().numpy(), params.c.detach().numpy()
     n, (nv, nh) = len(v), W.shape
@@ -328,148 +297,3 @@ def numpy_gibbs(params: BernoulliRBMParams, v: torch.Tensor, n_steps: int,
     return t_v
 
 
-def numpy_works(model: BernoulliRBM) -> bool:
-    """The float64 cross-check, once per option set: two updates of a float64 copy of
-    ``model`` by the torch step and by :class:`NumpyStep`, from the same state and RNG state,
-    agree to float64 rounding (parameters, offsets, chains, momentum, metrics)."""
-    m = model.options
-    key = (m.learning, m.k, bool(model.centered), m.momentum > 0)
-    if key not in _WORKS:
-        try:
-            _WORKS[key] = _cross_check(model)
-        except Exception:  # any failure means the route is not a candidate
-            _WORKS[key] = False
-    return _WORKS[key]
-
-
-def _twin(model: BernoulliRBM, dtype: torch.dtype, lr: float = 0.05,
-          weight_decay: float = 1e-3) -> tuple[BernoulliRBM, torch.optim.Optimizer]:
-    from shortrun.models.base import OptimOptions
-
-    twin = copy.deepcopy(model).to(dtype)
-    twin._step_route_pin = "torch"
-    opt = twin.build_optimizers(OptimOptions(lr=lr, weight_decay=weight_decay))["main"]
-    return twin, opt
-
-
-def _cross_check(model: BernoulliRBM) -> bool:
-    g = torch.Generator().manual_seed(0)
-    nv, n = model.n_visible, max(model.options.n_chains, 8)
-    batch = (torch.rand(n, nv, generator=g, dtype=torch.float64) < 0.3).double()
-    states = []
-    with torch.random.fork_rng(devices=[]):
-        for route in ROUTES:
-            twin, opt = _twin(model, torch.float64)
-            with torch.no_grad():
-                twin.W.copy_(torch.randn(twin.W.shape, generator=g.manual_seed(1),
-                                         dtype=torch.float64) * 0.3)
-                twin.b.copy_(torch.randn(twin.b.shape, generator=g, dtype=torch.float64) * 0.3)
-                twin.c.copy_(torch.randn(twin.c.shape, generator=g, dtype=torch.float64) * 0.3)
-                twin.mu.copy_(batch.mean(0))
-                twin.lam.fill_(0.4)
-                if model.options.learning == "pcd":
-                    twin.source.chains.copy_(
-                        (torch.rand(twin.source.chains.shape, generator=g,
-                                    dtype=torch.float64) < 0.5).double())
-            torch.manual_seed(123)
-            step = NumpyStep(twin, opt) if route == "numpy" else None
-            metrics = []
-            for i in range(2):
-                half = batch[i * (n // 2):(i + 1) * (n // 2)]
-                metrics.append(step(half) if step else twin.training_step(half, i,
-                                                                          {"main": opt}))
-            bufs = [opt.state[p].get("momentum_buffer") for p in (twin.W, twin.b, twin.c)]
-            states.append(([t.clone() for t in twin.state_dict().values()],
-                           [b for b in bufs if b is not None], metrics))
-    (s_t, b_t, m_t), (s_n, b_n, m_n) = states
-    if len(b_t) != len(b_n):
-        return False
-    close = all(torch.allclose(x, y, rtol=1e-9, atol=1e-9)
-                for x, y in zip([*s_t, *b_t], [*s_n, *b_n], strict=True))
-    close &= all(abs(a[k] - b[k]) <= 1e-9 * (1 + abs(a[k]))
-                 for a, b in zip(m_t, m_n, strict=True) for k in a)
-    return bool(close)
-
-
-def route_key(model: BernoulliRBM, batch: int) -> str:
-    """``rbm_step|dtype|threads=N|visible x hidden x batch x chains (power-of-two buckets)|
-    learning-k|centering``: a cache key."""
-    m = model.options
-    n_chains = m.n_chains if m.learning == "pcd" else batch
-    dims = "x".join(str(routes.bucket(d))
-                    for d in (model.n_visible, model.n_hidden, batch, n_chains))
-    return (f"{FAMILY}|{str(model.W.dtype).removeprefix('torch.')}|threads="
-            f"{torch.get_num_threads()}|{dims}|{m.learning}-{m.k}|"
-            f"{'centered' if model.centered else 'plain'}")
-
-
-def _torch(model: BernoulliRBM, optimizer: torch.optim.Optimizer,
-           batch: torch.Tensor) -> dict[str, float]:
-    return model._torch_step(batch, {"main": optimizer})
-
-
-def _numpy_on(threads: int | None):
-    def run(model: BernoulliRBM, optimizer: torch.optim.Optimizer,
-            batch: torch.Tensor) -> dict[str, float]:
-        return NumpyStep(model, optimizer, threads)(batch)
-    return run
-
-
-# "numpy" runs NumPy's BLAS at torch's thread count, "numpy@1" at one (a second BLAS thread on
-# a 64 × 20 product costs a scheduler slice whenever the other cores are busy)
-IMPLS = {"torch": _torch, "numpy": _numpy_on(None), "numpy@1": _numpy_on(1)}
-_UNWATCHED = {name: routes.Chosen(name, IMPLS) for name in IMPLS}
-
-
-def step_route(model: BernoulliRBM, optimizer: torch.optim.Optimizer,
-               batch: torch.Tensor) -> routes.Chosen:
-    """The route of this model's updates on batches like ``batch`` (``torch``, ``numpy`` or
-    ``numpy@1``), called as ``route(model, optimizer, batch)``: pinned, cached or measured now
-    on scratch copies (the model, its optimiser and the global RNG are not touched), and kept
-    in :data:`shortrun.routes.MEMO` with the other routes, where the Trainer's thread choice
-    (:mod:`shortrun.train.threads`) sees it. A measured choice is not re-timed while training
-    (a whole update cannot be repeated on the live model).
-
-    Once a model has a route for a batch shape it keeps it, whatever the thread count later
-    (the Trainer drops to one thread after a ``numpy@1`` first step: re-choosing then could
-    switch the arithmetic mid-run, and a resumed run, whose first step is again at the full
-    thread count, would not repeat the uninterrupted one)."""
-    m = model.options
-    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-    settled_key = (batch.dtype, tuple(batch.shape), torch.is_autocast_enabled("cpu"),
-                   distributed)
-    chosen = model._settled_step_routes.get(settled_key)
-    if chosen is not None:
-        return chosen
-    memo_key = (FAMILY, type(model), model.W.dtype, model.n_visible, model.n_hidden,
-                m.learning, m.k, m.n_chains, m.chain, bool(getattr(model, "centered", False)),
-                m.momentum > 0, torch.get_num_threads(), *settled_key)
-    chosen = routes.MEMO.get(memo_key)
-    if chosen is None:
-        # the scratch copies' products are not the step's: the Trainer must not count them
-        calls = {id(c): c.calls for c in routes.MEMO.values()}
-        chosen = _first_route(model, optimizer, batch)
-        for c in routes.MEMO.values():
-            c.calls = calls.get(id(c), 0)
-        routes.MEMO[memo_key] = chosen
-    model._settled_step_routes[settled_key] = chosen
-    return chosen
-
-
-def _first_route(model: BernoulliRBM, optimizer: torch.optim.Optimizer,
-                 batch: torch.Tensor) -> routes.Chosen:
-    pinned = routes.pinned_route(FAMILY, ROUTES)
-    if pinned in ROUTES:
-        return _UNWATCHED[pinned if pinned == "torch" or applies(model) else FIXED]
-    if pinned is not None or not applies(model) or not numpy_works(model):
-        return _UNWATCHED[FIXED]
-    names = ["torch", "numpy"] + (["numpy@1"] if torch.get_num_threads() > 1 else [])
-    calls = {}
-    for name in names:
-        twin, opt = _twin(model, model.W.dtype, optimizer.param_groups[0]["lr"],
-                          optimizer.param_groups[0]["weight_decay"])
-        calls[name] = (lambda f=IMPLS[name], twin=twin, opt=opt: f(twin, opt, batch))
-    key = route_key(model, len(batch))
-    with torch.random.fork_rng(devices=[]):
-        name = routes.choose(key, calls)
-    return routes.Chosen(name, IMPLS, key, watch=False)

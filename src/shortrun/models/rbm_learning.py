@@ -31,7 +31,7 @@ from shortrun.data.base import DataInfo
 from shortrun.energies.rbm import RBMParams
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
-from shortrun.models import rbm_fused
+from shortrun.models import rbm_fused, rbm_step_route
 from shortrun.models.base import Model, ModelOptions, OptimOptions, merge_options
 from shortrun.models.inputs import check_batch, check_sample_args
 from shortrun.models.rbm_sgd import RBMSGD
@@ -120,7 +120,7 @@ class RBMBase(Model):
         self.register_load_state_dict_pre_hook(_migrate_chain_keys)
         self._step_params: RBMParams | None = None  # set inside training_step only
         self._step_route_pin: str | None = None  # "torch": never the NumPy step (its twins)
-        self._settled_step_routes: dict[tuple, Any] = {}  # rbm_fused.step_route, per shape
+        self._settled_step_routes: dict[tuple, Any] = {}  # rbm_step_route.step_route, per shape
         self._finish_init()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -232,9 +232,10 @@ class RBMBase(Model):
 
     def training_step(self, batch, step, optimizers):
         """One CD/PCD/FPCD update. Binary RBMs may run it as NumPy instead of torch calls when
-        that measured faster here (:mod:`shortrun.models.rbm_fused`, the ``rbm_step`` route)."""
+        that measured faster here (:mod:`shortrun.models.rbm_step_route`, the ``rbm_step``
+        route)."""
         if self._step_route_pin != "torch":
-            route = rbm_fused.step_route(self, optimizers["main"], batch)
+            route = rbm_step_route.step_route(self, optimizers["main"], batch)
             if route.name != "torch":  # called through the route: the Trainer counts its use
                 return route(self, optimizers["main"], batch)
         return self._torch_step(batch, optimizers)
@@ -278,7 +279,7 @@ class RBMBase(Model):
         steps = steps or self.sample_steps or self.options.sample_steps
         p = self.params()
         v0 = self.start_state(n, generator)
-        if rbm_fused.samples_with_numpy(self):  # the sweeps by the step's measured route
+        if rbm_step_route.samples_with_numpy(self):  # the sweeps by the step's measured route
             return rbm_fused.numpy_gibbs(p, v0, steps, generator).reshape(n, *self.info.shape)
         state = block_gibbs(p, v0, steps, generator=generator)
         return state.v.reshape(n, *self.info.shape)

@@ -38,7 +38,7 @@ from shortrun.samplers.sources import NoiseSource
 
 
 @dataclass
-class ScoreOptions(ModelOptions):
+class ScoreModelOptions(ModelOptions):
     name: str = fld("dsm", choices=("dsm", "ssm", "sm"))
     hidden: int = fld(128, gt=0)
     depth: int = fld(2, gt=0)
@@ -65,29 +65,32 @@ class ScoreOptions(ModelOptions):
                               "and a σ ladder (model.n_sigmas >= 2)")
 
 
+ScoreOptions = ScoreModelOptions  # the earlier name, kept as an alias
+
+
 class ScoreModel(DensityEvalMixin, Model):
     """One model class behind the three names; ``options.name`` picks the objective.
 
     ``DSM(MyEnergy(), sigma=0.1)``: the energy maps ``(B, d)`` to ``(B,)`` (with
-    ``conditional: true``, ``(x, sigma)`` to ``(B,)``); keyword options are ``ScoreOptions``
+    ``conditional: true``, ``(x, sigma)`` to ``(B,)``); keyword options are ``ScoreModelOptions``
     fields. The class picks the objective's default name (``SSM(...)`` is sliced SM).
     """
 
     name = "dsm"
-    Config = ScoreOptions
+    Config = ScoreModelOptions
     networks = ("energy",)
 
-    def __init__(self, energy: torch.nn.Module, options: ScoreOptions | None = None,
+    def __init__(self, energy: torch.nn.Module, options: ScoreModelOptions | None = None,
                  info: DataInfo | None = None, **option_values: Any) -> None:
         if options is None and "name" not in option_values:
             option_values["name"] = type(self).name
-        super().__init__(merge_options(ScoreOptions, options, option_values), info)
+        super().__init__(merge_options(ScoreModelOptions, options, option_values), info)
         self._given(energy=energy)
         self.energy = energy
         self._finish_init()
 
     @classmethod
-    def from_config(cls, options: ScoreOptions, info: DataInfo) -> ScoreModel:
+    def from_config(cls, options: ScoreModelOptions, info: DataInfo) -> ScoreModel:
         m = options
         if m.conditional:
             energy = NoiseConditionalEnergy(info.dim, m.hidden, m.depth, m.act)
@@ -98,7 +101,7 @@ class ScoreModel(DensityEvalMixin, Model):
         return model
 
     def setup(self, info: DataInfo) -> None:
-        m: ScoreOptions = self.options
+        m: ScoreModelOptions = self.options
         self.register_buffer("sigmas", geometric_sigmas(m.sigma_max, m.sigma_min, m.n_sigmas)
                              if m.n_sigmas > 1 else torch.tensor([m.sigma]))
         self.noise = NoiseSource(info.shape, m.init_noise, -m.init_scale, m.init_scale,
@@ -108,7 +111,7 @@ class ScoreModel(DensityEvalMixin, Model):
         return self.energy(x, sigma) if self.options.conditional else self.energy(x)
 
     def training_step(self, batch, step, optimizers):
-        m: ScoreOptions = self.options
+        m: ScoreModelOptions = self.options
         if m.name == "sm":
             out = exact_score_matching(self.energy, batch)
         elif m.name == "ssm":
@@ -129,7 +132,7 @@ class ScoreModel(DensityEvalMixin, Model):
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
         check_sample_args(n, steps, generator)
-        m: ScoreOptions = self.options
+        m: ScoreModelOptions = self.options
         self.require_info("sample")
         steps = steps or self.sample_steps or m.langevin_steps
         x = self.noise.start(n, generator=generator).to(self.device)
@@ -149,6 +152,9 @@ class ScoreModel(DensityEvalMixin, Model):
         self.draw_2d(self.density_energy(), self.sample(n), path)
 
 
+# ``DSM``, ``SSM`` and ``SM`` are shorthand for ``ScoreModel`` with that objective as the default
+# ``name`` (``SSM(energy)`` is ``ScoreModel(energy, name="ssm")``); the registry builds them by
+# name. ScoreModel is the one documented class.
 class DSM(ScoreModel):
     name = "dsm"
 

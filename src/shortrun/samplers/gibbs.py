@@ -14,6 +14,7 @@ from typing import NamedTuple
 import torch
 
 from shortrun.energies.rbm import Beta, RBMParams, bernoulli, is_one
+from shortrun.samplers.driver import iterate
 
 
 class GibbsState(NamedTuple):
@@ -61,6 +62,5 @@ def block_gibbs(energy: RBMParams, v: torch.Tensor | GibbsState, n_steps: int,
     if n_steps < 0:
         raise ValueError(f"block_gibbs: n_steps must be >= 0; got {n_steps}")
     state = v if isinstance(v, GibbsState) else hidden_state(energy, v, beta)
-    for _ in range(n_steps):
-        state, _ = gibbs_step(energy, state, beta=beta, generator=generator)
-    return state
+    return iterate(lambda s: gibbs_step(energy, s, beta=beta, generator=generator),
+                   state, n_steps)[0]

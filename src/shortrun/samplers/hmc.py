@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import torch
 
+from shortrun.samplers.driver import iterate_mh
 from shortrun.samplers.langevin import EnergyFn, GradientState, energy_grad, gradient_state
 from shortrun.samplers.metropolis import MCMCInfo, mh_select
 
@@ -70,10 +71,6 @@ def hmc(
         raise ValueError(f"step_size must be > 0; got {step_size}")
     if n_leapfrog < 1:
         raise ValueError(f"n_leapfrog must be >= 1; got {n_leapfrog}")
-    state = hmc_init(energy_fn, x)
-    accepted = torch.zeros(x.shape[0], device=x.device)
-    for _ in range(n_steps):
-        state, info = hmc_step(energy_fn, state, step_size=step_size, n_leapfrog=n_leapfrog,
-                               generator=generator)
-        accepted += info.is_accepted.float()
-    return state.x, MCMCInfo(accepted / n_steps, state.energy)
+    return iterate_mh(lambda s: hmc_step(energy_fn, s, step_size=step_size,
+                                         n_leapfrog=n_leapfrog, generator=generator),
+                      hmc_init(energy_fn, x), n_steps)

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import torch
 
+from shortrun.samplers.driver import iterate_mh
 from shortrun.samplers.langevin import EnergyFn
 from shortrun.samplers.metropolis import MCMCInfo, mh_select
 
@@ -83,10 +84,6 @@ def independence_mh(
     """``n_proposals`` independence-MH moves of every chain; ``propose(n)`` draws from ``q``."""
     if n_proposals < 1:
         raise ValueError(f"n_proposals must be >= 1; got {n_proposals}")
-    state = independence_init(energy_fn, x, log_q)
-    accepted = torch.zeros(x.shape[0], device=x.device)
-    for _ in range(n_proposals):
-        state, info = independence_step(energy_fn, state, propose=propose, log_q=log_q,
-                                        generator=generator)
-        accepted += info.is_accepted.float()
-    return state.x, MCMCInfo(accepted / n_proposals, state.energy)
+    return iterate_mh(lambda s: independence_step(energy_fn, s, propose=propose, log_q=log_q,
+                                                  generator=generator),
+                      independence_init(energy_fn, x, log_q), n_proposals)

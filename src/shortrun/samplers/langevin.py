@@ -22,6 +22,8 @@ from typing import NamedTuple
 
 import torch
 
+from shortrun.samplers.driver import iterate
+
 EnergyFn = Callable[[torch.Tensor], torch.Tensor]
 
 
@@ -139,11 +141,8 @@ def langevin(
         raise ValueError(f"n_steps must be >= 0; got {n_steps}")
     if step_size <= 0:
         raise ValueError(f"step_size must be > 0; got {step_size}")
-    info = None
     x = x if create_graph else x.detach()
-    for k in range(n_steps):
-        x, info = langevin_step(energy_fn, x, step_size, noise_scale, drift_clamp=drift_clamp,
-                                domain=domain, generator=generator, create_graph=create_graph)
-        if callback is not None:
-            callback(k, x, info)
-    return x, info
+    return iterate(lambda z: langevin_step(energy_fn, z, step_size, noise_scale,
+                                           drift_clamp=drift_clamp, domain=domain,
+                                           generator=generator, create_graph=create_graph),
+                   x, n_steps, callback)

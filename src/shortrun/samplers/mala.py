@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import torch
 
+from shortrun.samplers.driver import iterate_mh
 from shortrun.samplers.langevin import (
     EnergyFn,
     GradientState,
@@ -74,9 +75,6 @@ def mala(
         raise ValueError(f"n_steps must be >= 1; got {n_steps}")
     if step_size <= 0:
         raise ValueError(f"step_size must be > 0; got {step_size}")
-    state = mala_init(energy_fn, x)
-    accepted = torch.zeros(x.shape[0], device=x.device)
-    for _ in range(n_steps):
-        state, info = mala_step(energy_fn, state, step_size=step_size, generator=generator)
-        accepted += info.is_accepted.float()
-    return state.x, MCMCInfo(accepted / n_steps, state.energy)
+    return iterate_mh(lambda s: mala_step(energy_fn, s, step_size=step_size,
+                                          generator=generator),
+                      mala_init(energy_fn, x), n_steps)

@@ -21,13 +21,11 @@ _NUMPY_DTYPES = {torch.float16, torch.float32, torch.float64, torch.uint8, torch
 def gather_rows(data: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """``data[idx]`` for a minibatch, bit-identical, by NumPy for a CPU tensor.
 
-    Why not torch's indexing: a 100 × 784 gather is above torch's parallel grain size, so it
-    wakes torch's OpenMP threads, which then spin for a while after the copy. Where the step
-    that follows runs NumPy's multithreaded BLAS (the ``rbm_step`` route ``numpy``), the two
-    thread pools fight over the cores: a CD-1 epoch of MNIST (784 × 500, batch 100, 2 threads)
-    took 6.2-6.3 s with torch's gather against 2.3-2.4 s with this one on an AMD EPYC (cpu
-    family 25, model 17; bench/README, session 19; the torch step: 2.2-2.6 s either way).
-    NumPy's ``take`` runs on the calling thread only.
+    Why not torch's indexing: a 100 × 784 gather is above torch's parallel grain size, so it wakes
+    torch's OpenMP threads, which then spin for a while after the copy. Where the step that follows
+    runs NumPy's multithreaded BLAS (the ``rbm_step`` route ``numpy``), the two thread pools fight
+    over the cores and a CD-1 epoch of MNIST at 2 threads ran more than twice as long (bench/README,
+    "Measurements behind the speed layer"). NumPy's ``take`` runs on the calling thread only.
     """
     if data.device.type != "cpu" or data.dtype not in _NUMPY_DTYPES or data.requires_grad:
         return data[idx]

@@ -43,6 +43,9 @@ class TrainConfig:
     ckpt_every: int = fld(500, gt=0)
     device: str = fld("cpu")
     threads: int | None = fld(None, gt=0, doc="torch intra-op threads; default: torch's")
+    routes: str = fld("auto", doc="auto: the faster route per product, timed on this machine; "
+                                  "fixed: no timing, each family's fixed route; a run's "
+                                  "provenance.json or run dir: replay the routes it used")
     progress: bool = True
     progress_every_s: float = fld(30.0, ge=0, doc="without a terminal (nohup, CI, a batch "
                                   "scheduler): seconds between progress lines on stderr")

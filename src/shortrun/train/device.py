@@ -30,7 +30,7 @@ def resolve_device(name: str) -> torch.device:
 
 
 def check_precision(precision: str, device: torch.device) -> None:
-    """``train.precision=bf16`` only where ``device`` has bf16 natively (issue 16): emulated bf16
+    """``train.precision=bf16`` only where ``device`` has bf16 natively: emulated bf16
     is slower than fp32, so it is refused with a one-line ConfigError naming what is missing."""
     if precision == "bf16":
         require_native_bf16(device)

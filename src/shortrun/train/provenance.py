@@ -4,8 +4,10 @@ One entry is written when a run starts and one more on each ``--resume``, so a r
 several sessions says what each session ran on. Each entry holds the shortrun version, the git
 commit of the shortrun source when it is a git checkout (and whether that tree had
 uncommitted changes), the torch and Python versions, the CPU model, the device and the
-command line. ``config.yaml`` stays the config alone: ``--resume`` and ``shortrun eval``
-re-read it, and nothing here is read back by shortrun itself.
+command line; when training ends, the routes the run used (``routes``: the policy of
+``train.routes``, each chosen route by its cache key, and the thread count it trained on; see
+:mod:`shortrun.route_policy`). ``config.yaml`` stays the config alone: ``--resume`` and
+``shortrun eval`` re-read it; shortrun reads this file back only when ``train.routes`` names it.
 """
 
 from __future__ import annotations
@@ -106,3 +108,24 @@ def record_provenance(run_dir: Path, step: int, device: str = "cpu",
     tmp.write_text(json.dumps(entries, indent=2) + "\n")
     tmp.replace(path)
     return path
+
+
+def record_routes(run_dir: Path, policy: str, threads: int) -> None:
+    """Add to this session's (the last) entry the routes it used and its thread count: what
+    ``train.routes: RUN_DIR/provenance.json`` replays. Never stops a run: a missing or
+    unreadable file is left as it is."""
+    from shortrun import routes
+
+    path = Path(run_dir) / PROVENANCE
+    try:
+        entries = json.loads(path.read_text())
+        if not isinstance(entries, list) or not entries or not isinstance(entries[-1], dict):
+            return
+        entries[-1]["routes"] = {"policy": policy, "threads": threads,
+                                 "chosen": {k: v["name"] for k, v in
+                                            sorted(routes.remembered().items())}}
+        tmp = path.with_name(PROVENANCE + ".tmp")
+        tmp.write_text(json.dumps(entries, indent=2) + "\n")
+        tmp.replace(path)
+    except (OSError, ValueError):
+        return

@@ -1,16 +1,15 @@
-"""Threads chosen for the work (issue 16, deliverable 4): a run whose first step used only
-measured routes that chose one thread runs on one thread.
+"""Threads chosen for the work: a run whose first step used only measured routes that chose
+one thread runs on one thread.
 
 The routes (:mod:`shortrun.routes`) time each hot product at torch's thread count and at one,
 and a second thread must win by :data:`~shortrun.routes.THREAD_MARGIN`. When every route the
 first step of a run used (:data:`shortrun.routes.MEMO`) was measured and chose one thread
 (``rbm_digits``: its 100×64×20 products, or its NumPy step on a one-thread BLAS), the step's
 remaining work (batch gathering, element-wise ops, sampling) is as small, and each parallel
-region costs a thread wake-up: a scheduler slice on a loaded machine (a 50-row batch gather
-took 20 ms at two threads against 95 µs at one; ``rbm_digits`` 66 s at two threads against
-9.3 s at one). So the rest of the run takes one thread, and the count is restored when
-training ends. ``train.threads`` set by the user is never overridden; nor is a run with pinned
-routes (nothing measured).
+region costs a thread wake-up: a scheduler slice on a loaded machine (figures: bench/README,
+"Measurements behind the speed layer"). So the rest of the run takes one thread, and the count
+is restored when training ends. ``train.threads`` set by the user is never overridden; nor is
+a run with pinned routes (nothing measured).
 """
 
 from __future__ import annotations

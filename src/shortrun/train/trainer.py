@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from shortrun import route_policy, routes
 from shortrun.data.base import LoadedData
 from shortrun.data.registry import load_data
 from shortrun.errors import ConfigError, DivergenceError, MissingExtraError, TrainingInterrupted
@@ -31,7 +32,7 @@ from shortrun.train.device import check_precision, resolve_device
 from shortrun.train.logger import MetricsLogger, RunningMean
 from shortrun.train.own_data import adopt_own_data, write_own_data
 from shortrun.train.progress import ProgressLines, metric_rows
-from shortrun.train.provenance import record_provenance
+from shortrun.train.provenance import record_provenance, record_routes
 from shortrun.train.rundir import CONFIG, LAST, has_checkpoint, prepare_new
 from shortrun.train.stopping import StopSignals
 from shortrun.train.threads import ThreadsForTheWork
@@ -47,6 +48,8 @@ class TrainResult:
 def configure_torch(cfg: Config) -> None:
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
+    if route_policy.use(cfg.train.routes):
+        routes.forget()
 
 
 def check_finite(metrics: dict[str, float], bound: float, step: int, run_dir: Path | None,
@@ -268,6 +271,8 @@ class Trainer:
             self._save_after_error(exc, in_step)
             raise
         finally:
+            if self.dist.is_main:
+                record_routes(self.run_dir, route_policy.mode(), torch.get_num_threads())
             threads.restore()
             stop.restore()
             bar.close()

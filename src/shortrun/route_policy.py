@@ -1,0 +1,73 @@
+"""How a run chooses its routes (``train.routes``), and what it records of them.
+
+- ``auto``: a route is chosen by timing its candidates on this machine (:mod:`shortrun.routes`),
+  remembered in the route cache; every candidate passed the same float64 cross-check, so the
+  choice changes only the summation order, not the maths.
+- ``fixed``: no timing at all: every family takes its fixed route (the one it took before
+  routes were measured), as if ``SHORTRUN_ROUTE`` pinned it, so the run's arithmetic is a
+  function of its config, seed and machine alone. The behaviour fingerprints are recorded so.
+- a file: replay the routes a run used. ``RUN_DIR/provenance.json`` (or the run directory)
+  records, per start, every route the run chose (``routes``: cache key -> route) and its thread
+  count; a key found there takes its recorded route without timing. A key the record lacks (a
+  new shape, another thread count) is chosen as under ``auto``.
+
+``SHORTRUN_ROUTE`` / ``SHORTRUN_ROUTE_<FAMILY>`` still pin a family whatever the policy.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from shortrun.errors import ConfigError
+
+MODES = ("auto", "fixed")
+PROVENANCE = "provenance.json"
+_state: dict[str, Any] = {"mode": "auto", "recorded": {}}
+
+
+def mode() -> str:
+    """``auto``, ``fixed`` or ``replay``."""
+    return _state["mode"]
+
+
+def recorded(key: str) -> str | None:
+    """The route a replayed run used for ``key`` (None: not replaying, or not recorded)."""
+    return _state["recorded"].get(key)
+
+
+def use(value: str) -> bool:
+    """Set the policy named by a ``train.routes`` value for this process. Returns whether the
+    routes this process settled on so far may not be the policy's (then the caller forgets
+    them: :func:`shortrun.routes.forget`). A bad value is a :class:`ConfigError` naming the
+    key and the fix."""
+    before = _state["mode"]
+    if value in MODES:
+        _state.update(mode=value, recorded={})
+    else:
+        _state.update(mode="replay", recorded=read_recorded(value))
+    return _state["mode"] != "auto" or before != "auto"
+
+
+def read_recorded(value: str) -> dict[str, str]:
+    """The routes recorded in a provenance file (or a run directory's): the last entry that
+    has them."""
+    path = Path(value)
+    if path.is_dir():
+        path = path / PROVENANCE
+    fix = ("set train.routes to auto, fixed, or a run's provenance.json (or run directory) "
+           "to replay its routes")
+    if not path.is_file():
+        raise ConfigError(f"train.routes={value}: not auto or fixed, and no such file; {fix}")
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"train.routes={value}: unreadable ({exc}); {fix}") from None
+    entries = entries if isinstance(entries, list) else [entries]
+    for entry in reversed(entries):
+        routes = entry.get("routes") if isinstance(entry, dict) else None
+        if isinstance(routes, dict) and isinstance(routes.get("chosen"), dict):
+            return {str(k): str(v) for k, v in routes["chosen"].items()}
+    raise ConfigError(f"train.routes={value}: the file records no routes (a run writes them "
+                      f"when its training ends); {fix}")
