@@ -20,7 +20,7 @@ from shortrun.evaluation.chains import (
     draw_chains,
     table,
 )
-from shortrun.evaluation.registry import available_metrics
+from shortrun.evaluation.registry import eval_spec
 from shortrun.metrics.chains import summarize
 from shortrun.models.registry import build_model
 from shortrun.train.config import resolve
@@ -65,7 +65,7 @@ def test_every_family_gives_its_chains_and_the_eval_keys(case):
     """Each model's chain kinds, ``chains`` chains of ``steps`` draws per target (the posterior
     chains: one set per test image), and finite diagnostics for each."""
     cfg, model, data, kinds = setup(case)
-    assert "chains" in available_metrics(model.name)
+    assert "chains" in eval_spec(model.name).metrics
     drawn = draw_chains(model, data, chains=3, steps=12, generator=torch.Generator().manual_seed(0))
     assert [k.name for k in drawn] == kinds
     for k in drawn:
