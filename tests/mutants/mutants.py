@@ -563,8 +563,8 @@ MUTANTS = [
     # ---------------------------------------------------------------- issue 43: scikit-learn
     # estimators, probabilities as visible units, the plain optimiser, fit in memory
     dict(id="rbm_positive_phase_rounded", file=SR + "models/rbm_learning.py",
-         original="v = batch.reshape(len(batch), -1)\n",
-         replacement="v = batch.reshape(len(batch), -1).round()\n",
+         original="v = batch.reshape(len(batch), -1)",
+         replacement="v = batch.reshape(len(batch), -1).round()",
          tests=[T + "sklearn/test_rbm.py::"
                 "test_probabilities_enter_the_positive_phase_as_they_are"],
          why="probabilities are rounded to samples in the positive phase (not sklearn's RBM)"),

@@ -81,9 +81,9 @@ def test_probabilities_enter_the_positive_phase_as_they_are():
         v = torch.from_numpy(_probabilities(n=8))
         want = float(m.free_energy(v).mean())
         opt = m.build_optimizers(OptimOptions(lr=0.1))["main"]
-        from shortrun.models import rbm_fused
+        from shortrun.models import rbm_step_route
 
-        got = rbm_fused.IMPLS[route](m, opt, v)["energy_pos"]
+        got = rbm_step_route.IMPLS[route](m, opt, v)["energy_pos"]
         assert got == pytest.approx(want, rel=1e-12), route
 
 

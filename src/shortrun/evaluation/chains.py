@@ -117,16 +117,14 @@ def _lebm_chains(model: Any, data: LoadedData, chains: int, steps: int,
     m, out = model.options, []
     if model.tilt is not None:  # the Gaussian prior is drawn exactly, with no chain
         with torch.no_grad():
-            start = (model.damc.start_prior(chains, gen) if model.damc is not None
-                     else model.init_z(chains, gen))
+            start, _ = model.chains.start_prior(chains, model.init_z, gen)
         with frozen(model):
             out.append(_langevin("prior", model.prior_energy, start, steps, m.prior_step_size,
                                  1.0, 1, gen))
     x = _targets(data, TARGETS).to(model.device)
     xr = _repeat(x, chains)
     with torch.no_grad():
-        z0 = (model.damc.start_posterior(xr, gen) if model.damc is not None
-              else model.init_z(len(xr), gen))
+        z0 = model.chains.start_posterior(xr, model.init_z, gen)
     with frozen(model):
         out.append(_langevin("posterior", lambda z: model.posterior_energy(z, xr), z0, steps,
                              m.post_step_size, 1.0, len(x), gen))

@@ -271,7 +271,7 @@ class Trainer:
             self._save_after_error(exc, in_step)
             raise
         finally:
-            if self.dist.is_main:
+            if self.dist.is_main and self.run_dir is not None:
                 record_routes(self.run_dir, route_policy.mode(), torch.get_num_threads())
             threads.restore()
             stop.restore()
