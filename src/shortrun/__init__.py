@@ -49,6 +49,7 @@ _LAZY: dict[str, str] = {
     "ClassifierOptions": "shortrun.models.classifier:ClassifierOptions",
     "LstmLM": "shortrun.models.lstm_lm:LstmLM",
     "LstmLmOptions": "shortrun.models.lstm_lm:LstmLmOptions",
+    "log_likelihood": "shortrun.evaluation.likelihood:log_likelihood",
 }
 
 __all__ = ["ConfigError", "ShortrunError", "__version__", *_LAZY]
