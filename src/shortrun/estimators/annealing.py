@@ -83,7 +83,7 @@ class AISSettings:
         if self.n_steps < 1:
             raise ValueError(f"AIS needs n_steps >= 1 transition per distribution; got "
                              f"{self.n_steps}")
-        if self.kernel not in KERNELS:
+        if not callable(self.kernel) and self.kernel not in KERNELS:
             raise ValueError(f"AIS kernel must be one of {', '.join(KERNELS)}; got "
                              f"{self.kernel!r}")
         if not self.step_size > 0:
@@ -170,6 +170,11 @@ def ais_chains(energy: EnergyFn, base_log_prob: Callable[[torch.Tensor], torch.T
         path.beta = beta
         state = path.combine(x, parts)
         for _ in range(s.n_steps):
+            if callable(s.kernel):
+                x, rate = s.kernel(path, x, generator)
+                parts = path.parts(x)
+                accepted, moves = accepted + rate, moves + 1
+                continue
             if s.kernel == "mala":
                 state, info = mala_step(path, state, step_size=step, generator=generator)
             else:
@@ -181,7 +186,7 @@ def ais_chains(energy: EnergyFn, base_log_prob: Callable[[torch.Tensor], torch.T
             accepted, moves = accepted + rate, moves + 1
             if s.adapt:
                 step *= math.exp(0.5 * (rate - s.target_accept))
-        x = state.x
+            x = state.x
     return log_w, x, accepted / max(moves, 1)
 
 
