@@ -58,6 +58,7 @@ def test_lebm_loglik_within_3se_of_closed_form(tilt):
     g = linear_generator()
     model = shortrun.LEBM(g, QuadraticTilt() if tilt else None, nz=NZ, llhd_sigma=SIGMA)
     p = marginal(g, tilt)
+    torch.manual_seed(12)
     x = p.sample((20,))
     out = shortrun.log_likelihood(model, x, n_chains=8, n_betas=150, n_simulated=10,
                                   log_z_samples=50_000,
@@ -76,6 +77,7 @@ def test_dual_mcmc_generator_loglik_within_3se():
     g = linear_generator(1)
     model = shortrun.DualMCMC(nn.Linear(D, 1), g, nn.Linear(D, 2 * NZ), nz=NZ, sigma=SIGMA)
     p = marginal(g, False)
+    torch.manual_seed(12)
     x = p.sample((20,))
     out = shortrun.log_likelihood(model, x, n_chains=8, n_betas=150, n_simulated=0,
                                   generator=torch.Generator().manual_seed(2))

@@ -40,6 +40,7 @@ from shortrun.evaluation.plan import EvalContext, EvalSpec, Group, check_names, 
 LOG2 = math.log(2)
 #: defaults of ``eval --metrics loglik`` (the Python API takes each as an argument)
 N_TEST, N_SIMULATED, N_CHAINS, N_BETAS, LOG_Z_SAMPLES = 1000, 100, 10, 200, 100_000
+PILOT_BETAS = 50  # latent models: AIS starts from a Gaussian fitted to pilot runs
 EBM_RUNS, EBM_GROUPS = 25, 4
 PIXEL_SCALE = {"symmetric": 127.5, "unit": 255.0}
 
@@ -99,6 +100,7 @@ def bits_per_dim(log_px: float, se: float, dim: int, scale: float | None) -> tup
 
 def log_likelihood(model: Any, x: torch.Tensor, *, n_chains: int = N_CHAINS,
                    n_betas: int = N_BETAS, n_simulated: int = N_SIMULATED,
+                   pilot_betas: int = PILOT_BETAS,
                    log_z_samples: int = LOG_Z_SAMPLES, batch_size: int = 100,
                    base: GaussianBase | None = None, pixel_scale: float | None = None,
                    settings: AISSettings | None = None,
@@ -115,7 +117,7 @@ def log_likelihood(model: Any, x: torch.Tensor, *, n_chains: int = N_CHAINS,
     lm = latent_model_of(model)
     lz = prior_log_partition(lm, log_z_samples, generator=generator)
     parts = [latent_log_likelihood(lm, x[i: i + batch_size].to(lm.device), n_chains, s,
-                                   log_z_prior=lz, generator=generator)
+                                   log_z_prior=lz, pilot_betas=pilot_betas, generator=generator)
              for i in range(0, x.shape[0], batch_size)]
     log_px = torch.cat([p.log_px for p in parts])
     ais_se = float(torch.cat([p.stderr for p in parts]).pow(2).sum().sqrt()) / len(log_px)
@@ -127,6 +129,7 @@ def log_likelihood(model: Any, x: torch.Tensor, *, n_chains: int = N_CHAINS,
         "loglik_ess": float(torch.cat([p.ess for p in parts]).mean()),
         "loglik_accept": sum(p.accept for p in parts) / len(parts),
         "loglik_chains": float(n_chains), "loglik_betas": float(s.n_betas),
+        "loglik_pilot_betas": float(pilot_betas),
     }
     if model.name != "lebm_text":
         out["loglik_bpd"], out["loglik_bpd_se"] = bits_per_dim(mean, se, x[0].numel(),
@@ -134,7 +137,8 @@ def log_likelihood(model: Any, x: torch.Tensor, *, n_chains: int = N_CHAINS,
     out["loglik_seconds"] = time.perf_counter() - t0
     if n_simulated:
         t1 = time.perf_counter()
-        sw = bdmc(lm, n_simulated, n_chains, s, log_z_prior=lz, generator=generator)
+        sw = bdmc(lm, n_simulated, n_chains, s, log_z_prior=lz, pilot_betas=pilot_betas,
+                  generator=generator)
         out.update({"bdmc_lower": sw.lower, "bdmc_upper": sw.upper, "bdmc_gap": sw.gap,
                     "bdmc_lower_se": sw.lower_se, "bdmc_upper_se": sw.upper_se,
                     "bdmc_n": float(sw.n), "bdmc_exact_prior": float(sw.method != "chain"),
