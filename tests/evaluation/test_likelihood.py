@@ -143,3 +143,17 @@ class _Stub(nn.Module):
     def __init__(self):
         super().__init__()
         self.w = nn.Linear(1, 1)
+
+
+def test_report_shows_loglik_with_its_error_bias_and_gap(tmp_path):
+    import json
+
+    from shortrun.report import loglik_note, write_report
+
+    (tmp_path / "config.yaml").write_text("recipe: lebm_mnist\n")
+    d = {"loglik": -70.5, "loglik_se": 0.3, "bdmc_gap": 2.5, "bdmc_n": 100.0}
+    (tmp_path / "eval.json").write_text(json.dumps(d))
+    page = write_report(tmp_path).read_text()
+    assert "loglik" in page and "sandwich gap on 100 simulated points 2.5 nats" in page
+    assert "biased high" in loglik_note({"loglik": 1.0, "loglik_log_z": 3.0})
+    assert loglik_note({}) == ""
