@@ -157,3 +157,29 @@ def test_report_shows_loglik_with_its_error_bias_and_gap(tmp_path):
     assert "loglik" in page and "sandwich gap on 100 simulated points 2.5 nats" in page
     assert "biased high" in loglik_note({"loglik": 1.0, "loglik_log_z": 3.0})
     assert loglik_note({}) == ""
+
+
+def test_eval_metrics_loglik_writes_the_keys_for_a_tiny_lebm(monkeypatch):
+    """``evaluate(..., ["loglik"])`` (what ``shortrun eval --metrics loglik`` runs) on an
+    untrained tiny image LEBM: the loglik, bits/dim and sandwich keys, nothing else."""
+    from shortrun.data.base import LoadedData
+    from shortrun.evaluation import evaluate
+    from shortrun.evaluation import likelihood as lk
+    from shortrun.models.registry import build_model
+    from shortrun.train.config import resolve
+
+    for name, value in (("N_BETAS", 10), ("PILOT_BETAS", 5), ("N_CHAINS", 2),
+                        ("N_SIMULATED", 3), ("LOG_Z_SAMPLES", 1000)):
+        monkeypatch.setattr(lk, name, value)
+    info = DataInfo((1, 28, 28), "image", -1.0, 1.0, 127.5, 127.5)
+    torch.manual_seed(0)
+    cfg = resolve("lebm_mnist", ["model.nz=4", "model.ngf=2", "model.ndf=8",
+                                 "eval.batch_size=4"])
+    model = build_model(cfg, info)
+    x = torch.rand(10, 1, 28, 28) * 2 - 1
+    out = evaluate(cfg, model, ["loglik"], data=LoadedData(train=x, test=x[:5], info=info))
+    assert out["loglik_n"] == 5.0 and out["loglik_chains"] == 2.0 and out["bdmc_n"] == 3.0
+    assert math.isfinite(out["loglik"]) and out["loglik_se"] > 0
+    bpd = (-out["loglik"] + 784 * math.log(127.5)) / (784 * math.log(2))
+    assert out["loglik_bpd"] == pytest.approx(bpd)
+    assert not {"mse", "fd"} & set(out)

@@ -182,13 +182,16 @@ def loglik_group(ctx: EvalContext) -> Group:
 
     def compute(done: dict) -> dict:
         x = data.test[:N_TEST].to(model.device)
+        model.eval()
         scale = PIXEL_SCALE.get(getattr(cfg.data, "scale", None))
         gen = torch.Generator(device=model.device).manual_seed(cfg.eval.seed)
         base = GaussianBase.fit(data.train[:10_000]) if hasattr(model, "density_energy") \
             else None
         with ctx.progress.task("loglik", 1, "estimates") as tick:
-            out = log_likelihood(model, x, base=base, pixel_scale=scale, generator=gen,
-                                 batch_size=cfg.eval.batch_size)
+            out = log_likelihood(model, x, n_chains=N_CHAINS, n_betas=N_BETAS,
+                                 n_simulated=N_SIMULATED, pilot_betas=PILOT_BETAS,
+                                 log_z_samples=LOG_Z_SAMPLES, base=base, pixel_scale=scale,
+                                 generator=gen, batch_size=cfg.eval.batch_size)
             tick(1)
         return out
 
