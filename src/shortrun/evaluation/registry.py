@@ -14,9 +14,9 @@ from shortrun.evaluation.plan import EvalSpec, check_names
 
 EVALUATORS: dict[str, str] = {
     "ebm": "shortrun.evaluation.likelihood:EBM",  # density's SPEC plus loglik
-    "dsm": "shortrun.evaluation.density:SPEC",
-    "ssm": "shortrun.evaluation.density:SPEC",
-    "sm": "shortrun.evaluation.density:SPEC",
+    "dsm": "shortrun.evaluation.likelihood:EBM",
+    "ssm": "shortrun.evaluation.likelihood:EBM",
+    "sm": "shortrun.evaluation.likelihood:EBM",
     "rbm": "shortrun.evaluation.rbm:SPEC",
     "grbm": "shortrun.evaluation.rbm:SPEC",
     "classifier": "shortrun.evaluation.classifier:SPEC",
