@@ -473,9 +473,10 @@ MUTANTS = [
          why="the AIS weight increment has the wrong sign: log Z of a Gaussian is off"),
     dict(id="ais_intermediate_wrong_beta", file=SR + "estimators/annealing.py",
          original="        path.beta = beta\n",
-         replacement="        path.beta = prev\n",
+         replacement="        path.beta = 1.0\n",
          tests=[T + "estimators/test_annealing.py"],
-         why="the transition leaves the previous intermediate invariant, not the current one"),
+         why="every transition targets exp(−E) instead of its intermediate distribution "
+             "(moving under f_{k−1} rather than f_k would still be valid AIS)"),
     dict(id="ais_whitening_jacobian_dropped", file=SR + "estimators/annealing.py",
          original="energy, shift = base.whitened_energy(energy), base.log_det",
          replacement="energy, shift = base.whitened_energy(energy), 0.0",
