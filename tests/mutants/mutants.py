@@ -472,8 +472,8 @@ MUTANTS = [
          tests=[T + "estimators/test_annealing.py"],
          why="the AIS weight increment has the wrong sign: log Z of a Gaussian is off"),
     dict(id="ais_intermediate_wrong_beta", file=SR + "estimators/annealing.py",
-         original="        path.beta = beta\n",
-         replacement="        path.beta = 1.0\n",
+         original="path.beta = beta",
+         replacement="path.beta = 1.0",
          tests=[T + "estimators/test_annealing.py"],
          why="every transition targets exp(−E) instead of its intermediate distribution "
              "(moving under f_{k−1} rather than f_k would still be valid AIS)"),
