@@ -57,6 +57,7 @@ _LAZY: dict[str, str] = {
     "LstmLM": "shortrun.models.lstm_lm:LstmLM",
     "LstmLmOptions": "shortrun.models.lstm_lm:LstmLmOptions",
     "LstmLMOptions": "shortrun.models.lstm_lm:LstmLMOptions",
+    "log_likelihood": "shortrun.evaluation.likelihood:log_likelihood",
 }
 
 __all__ = ["ConfigError", "ShortrunError", "__version__", *_LAZY]

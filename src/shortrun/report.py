@@ -157,11 +157,26 @@ def frechet_lines(run_dir: Path) -> list[str]:
             for k in FRECHET_KEYS if k in d]
 
 
+def loglik_note(d: dict) -> str:
+    """How to read ``loglik`` (docs/evaluation.md): its error, its bias, and for latent models
+    the BDMC sandwich gap on simulated data (empty without a loglik)."""
+    if "loglik" not in d:
+        return ""
+    note = f"± {_fmt(d.get('loglik_se', float('nan')))} nats (Monte Carlo)"
+    if "bdmc_gap" in d:
+        return (f"{note}; forward AIS, a stochastic lower bound; sandwich gap on "
+                f"{_fmt(d.get('bdmc_n'))} simulated points {_fmt(d['bdmc_gap'])} nats")
+    if "loglik_log_z" in d:
+        return f"{note}; log Z from AIS is biased low, so this is biased high"
+    return note
+
+
 def _table(d: dict) -> str:
-    note = frechet_note(d)
+    note, ll_note = frechet_note(d), loglik_note(d)
     rows = "".join(
         f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_fmt(v))}</td>"
-        f"<td>{html.escape(note if k in FRECHET_KEYS else '')}</td></tr>"
+        f"<td>{html.escape(note if k in FRECHET_KEYS else ll_note if k == 'loglik' else '')}"
+        f"</td></tr>"
         for k, v in sorted(d.items()))
     return f"<table><tr><th>metric</th><th>value</th><th>provenance</th></tr>{rows}</table>"
 

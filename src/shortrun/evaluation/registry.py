@@ -13,15 +13,15 @@ from shortrun.errors import ConfigError
 from shortrun.evaluation.plan import EvalSpec, check_names
 
 EVALUATORS: dict[str, str] = {
-    "ebm": "shortrun.evaluation.density:SPEC",
-    "dsm": "shortrun.evaluation.density:SPEC",
-    "ssm": "shortrun.evaluation.density:SPEC",
-    "sm": "shortrun.evaluation.density:SPEC",
+    "ebm": "shortrun.evaluation.likelihood:EBM",  # density's SPEC plus loglik
+    "dsm": "shortrun.evaluation.likelihood:EBM",
+    "ssm": "shortrun.evaluation.likelihood:EBM",
+    "sm": "shortrun.evaluation.likelihood:EBM",
     "rbm": "shortrun.evaluation.rbm:SPEC",
     "grbm": "shortrun.evaluation.rbm:SPEC",
     "classifier": "shortrun.evaluation.classifier:SPEC",
-    "dual_mcmc": "shortrun.evaluation.dual_mcmc:SPEC",
-    "lebm": "shortrun.evaluation.lebm:SPEC",
+    "dual_mcmc": "shortrun.evaluation.likelihood:DUAL_MCMC",  # dual_mcmc's SPEC plus loglik
+    "lebm": "shortrun.evaluation.likelihood:LEBM",  # lebm's SPEC plus loglik
     "lebm_text": "shortrun.evaluation.text:LEBM_TEXT",
     "lstm_lm": "shortrun.evaluation.text:LSTM_LM",
 }

@@ -1,8 +1,9 @@
 """``shortrun eval`` for the text models: NLL of the text LEBM, FPPL / RPPL of its samples, and
 the language model's own test perplexity.
 
-- ``nll`` (``lebm_text``): ``−log p(x)`` per test sentence, importance sampled
-  (:meth:`LEBMText.log_px`, Burda et al. 2016); ``nll_ppl = exp(Σ NLL / Σ tokens)``.
+- ``nll`` (``lebm_text``): ``−log p(x)`` per test sentence by the latent models' one AIS
+  estimator (:mod:`shortrun.estimators.latent`; :meth:`LEBMText.log_px`, the earlier
+  importance-sampled estimate, stays as a cross-check); ``nll_ppl = exp(Σ NLL / Σ tokens)``.
 - ``fppl`` / ``rppl`` (Zhao et al. 2018 §6, the LEBM paper's Table 3): ``eval.n_samples``
   sampled sentences scored by the real-data LM at ``model.lm_run`` (forward), and a fresh LM
   with that run's config trained by the one Trainer on the samples, scored on the real test
@@ -22,33 +23,51 @@ from typing import Any
 import torch
 
 from shortrun.data.base import LoadedData
-from shortrun.data.ptb import lengths
+from shortrun.data.ptb import lengths, trim
 from shortrun.errors import ConfigError
 from shortrun.evaluation.plan import EvalContext, EvalSpec, Group, needs_test_split
 from shortrun.evaluation.sampling import sample_in_chunks
 from shortrun.metrics.text import perplexity, write_sentences
 
+TEXT_BETAS = 100  # AIS distributions per chain for ``nll`` (the LSTM's gradient is the cost)
 LM_HOW = ("train one with `shortrun train lstm_lm_ptb --out LM_DIR`, then pass "
           "`--set model.lm_run=LM_DIR` to `shortrun eval`")
 
 
 def text_nll(model: Any, cfg: Any, test: torch.Tensor,
-             tick: Callable[[int], None] | None = None) -> dict[str, float]:
-    """``nll``, ``nll_ppl``, ``nll_log_z`` and ``nll_sentences`` over the test sentences
-    (the first ``model.nll_sentences`` when set)."""
+             tick: Callable[[int], None] | None = None, n_betas: int = TEXT_BETAS,
+             ) -> dict[str, float]:
+    """``nll``, ``nll_se``, ``nll_ppl``, ``nll_log_z`` (with ``nll_log_z_se``) and
+    ``nll_sentences`` over the test sentences (the first ``model.nll_sentences`` when set).
+
+    ``−log p(x)`` by the estimator every latent model uses
+    (:func:`shortrun.estimators.latent.latent_log_likelihood`): ``model.nll_chains`` AIS runs
+    per sentence from the prior's Gaussian reference to the posterior over ``n_betas``
+    distributions, ``log Z(α)`` from ``model.log_z_samples`` Monte-Carlo draws. Forward AIS is
+    a stochastic lower bound on ``log p(x)``, so ``nll`` is an upper bound up to its error."""
+    from shortrun.estimators.annealing import AISSettings
+    from shortrun.estimators.latent import latent_log_likelihood, prior_log_partition
+    from shortrun.evaluation.likelihood import latent_model_of
+
     m = cfg.model
     x = test[: m.nll_sentences] if m.nll_sentences else test
-    log_z = model.log_partition()
+    lm = latent_model_of(model)
+    lz = prior_log_partition(lm, m.log_z_samples)
+    settings = AISSettings(n_betas=n_betas, step_size=m.post_step_size)
     bs = max(1, cfg.eval.batch_size // m.nll_chains)  # each sentence runs nll_chains chains
-    total, tokens = 0.0, 0
+    total, tokens, var = 0.0, 0, 0.0
     for i in range(0, x.shape[0], bs):
-        b = x[i: i + bs]
-        total -= float(model.log_px(b, log_z).sum())
+        b = trim(x[i: i + bs])
+        est = latent_log_likelihood(lm, b, m.nll_chains, settings, log_z_prior=lz)
+        total -= float(est.log_px.sum())
+        var += float(est.stderr.pow(2).sum())
         tokens += int((lengths(b) - 1).sum())
         if tick is not None:
             tick(len(b))
-    return {"nll": total / x.shape[0], "nll_ppl": math.exp(total / tokens),
-            "nll_log_z": log_z, "nll_sentences": float(x.shape[0])}
+    n = x.shape[0]
+    return {"nll": total / n, "nll_se": math.sqrt(var / n ** 2 + lz.stderr ** 2),
+            "nll_ppl": math.exp(total / tokens), "nll_log_z": lz.log_z,
+            "nll_log_z_se": lz.stderr, "nll_sentences": float(n)}
 
 
 def language_model(lm_run: str | None, info: Any, metric: str) -> Any:
