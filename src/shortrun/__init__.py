@@ -49,6 +49,12 @@ _LAZY: dict[str, str] = {
     "ClassifierOptions": "shortrun.models.classifier:ClassifierOptions",
     "LstmLM": "shortrun.models.lstm_lm:LstmLM",
     "LstmLmOptions": "shortrun.models.lstm_lm:LstmLmOptions",
+    "NCE": "shortrun.models.chain_free:NCE",
+    "ED": "shortrun.models.chain_free:ED",
+    "ChainFreeOptions": "shortrun.models.chain_free:ChainFreeOptions",
+    "EDRBM": "shortrun.models.ed_rbm:EDRBM",
+    "EDLEBM": "shortrun.models.ed_lebm:EDLEBM",
+    "EDLEBMOptions": "shortrun.models.ed_lebm:EDLEBMOptions",
 }
 
 __all__ = ["ConfigError", "ShortrunError", "__version__", *_LAZY]
