@@ -7,12 +7,23 @@ code path. ``--reuse NAME=RUN_DIR`` takes an already trained run instead (its ev
 recomputed, its times are read from ``RUN_DIR/timing.json`` if present).
 
     SHORTRUN_DATA=... .venv/bin/python bench/ebm_kl_table.py --out /tmp/kl_table
+
+``--compare DATA`` (``8gaussians`` or ``25gaussians``) instead puts the chain-free losses
+beside the Langevin EBM at equal compute: it times ``--calibrate`` training steps of
+``ebm_DATA``, ``nce_DATA`` and ``ed_DATA`` side by side in this process (interleaved rounds,
+process CPU seconds, one thread), gives each the step count that costs what the EBM recipe's
+own steps cost, trains every method for every ``--seeds`` and prints ``kl_grid`` mean ± std.
+Finished runs in ``--out`` are reused (their ``table_row.json``), and so is the calibration
+(``DATA/calibration.json``), so seeds run in separate calls get the same step counts.
+
+    .venv/bin/python bench/ebm_kl_table.py --compare 25gaussians --seeds 0 1 2 --out runs/klc
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from pathlib import Path
 
@@ -91,6 +102,93 @@ def blindness_figure(path: Path) -> str:
     return f"KL = {kl:.3f} nats, Fisher divergence = {fisher:.2e}"
 
 
+COMPARE = ("ebm", "nce", "ed")
+
+
+def seconds_per_step(recipes: list[str], n: int, rounds: int = 3) -> dict[str, float]:
+    """Process CPU seconds of one training step of each recipe, interleaved ``rounds`` times
+    so that a change of load on a shared machine hits every recipe alike (after a warm-up)."""
+    from shortrun.data.registry import load_data
+    from shortrun.models.base import OptimOptions
+    from shortrun.models.registry import build_model
+
+    setups = {}
+    for recipe in recipes:
+        cfg = resolve(recipe, ["train.threads=1"])
+        data = load_data(cfg.data)
+        torch.manual_seed(0)
+        model = build_model(cfg, data.info)
+        model.reference_data = data
+        model.on_train_start(data)
+        opts = model.configure_training(OptimOptions.from_train(cfg.train))
+        bs = cfg.train.batch_size
+        model.training_step(data.train[:bs], 0, opts)
+        setups[recipe] = (model, opts, data.train, bs)
+    spent = dict.fromkeys(recipes, 0.0)
+    for _ in range(rounds):
+        for recipe, (model, opts, x, bs) in setups.items():
+            start = time.process_time()
+            for k in range(n):
+                i = (k * bs) % (x.shape[0] - bs)
+                model.training_step(x[i: i + bs], k, opts)
+            spent[recipe] += time.process_time() - start
+    return {r: t / (rounds * n) for r, t in spent.items()}
+
+
+def compare(data: str, seeds: list[int], out: Path, calibrate: int) -> None:
+    """NCE and ED beside the Langevin EBM on ``data`` at the EBM recipe's compute."""
+    from shortrun.hardware import cpu_model
+
+    recipes = {m: f"{m}_{data}" for m in COMPARE}
+    cal_file = out / data / "calibration.json"  # one calibration for every seed of a data set
+    if cal_file.is_file():
+        cost = json.loads(cal_file.read_text())
+    else:
+        cost = seconds_per_step(list(recipes.values()), calibrate)
+        cal_file.parent.mkdir(parents=True, exist_ok=True)
+        cal_file.write_text(json.dumps(cost))
+    ebm_steps = resolve(recipes["ebm"]).train.steps
+    budget = ebm_steps * cost[recipes["ebm"]]
+    steps = {m: max(1, round(budget / cost[r])) for m, r in recipes.items()}
+    steps["ebm"] = ebm_steps
+    print(f"{cpu_model()}, torch {torch.__version__}; CPU s per step: "
+          + ", ".join(f"{m} {cost[r] * 1000:.1f} ms" for m, r in recipes.items())
+          + f"; budget {budget:.0f} CPU s = {ebm_steps} ebm steps; steps {steps}", flush=True)
+    rows = {m: [] for m in COMPARE}
+    for seed in seeds:
+        for method, recipe in recipes.items():
+            run_dir = out / data / f"{method}_seed{seed}"
+            row_file = run_dir / "table_row.json"
+            if row_file.is_file():
+                row = json.loads(row_file.read_text())
+            else:
+                # no sample pictures during training: the same for every method, and not
+                # what the step budget was calibrated on
+                timing = train_timed(recipe, [f"train.seed={seed}", f"train.steps={steps[method]}",
+                                              "train.sample_every=1000000"], run_dir)
+                row = {"recipe": recipe, "seed": seed, **timing,
+                       **evaluate_kl(run_dir)}
+                row_file.write_text(json.dumps(row))
+            rows[method].append(row)
+            print(f"{recipe} seed {seed}: kl_grid {row['kl_grid']:.4f}, {row['steps']} steps, "
+                  f"{row['cpu_s']:.0f} CPU s, {row['wall_s']:.0f} wall s", flush=True)
+    lines = ["| model | kl_grid (nats), mean ± std | seeds | steps | CPU s per step | "
+             "train CPU s (mean) |", "|---|---:|---:|---:|---:|---:|"]
+    for method, recipe in recipes.items():
+        kls = [r["kl_grid"] for r in rows[method]]
+        sd = statistics.stdev(kls) if len(kls) > 1 else float("nan")
+        cpu = statistics.mean(r["cpu_s"] for r in rows[method])
+        lines.append(f"| `{recipe}` | {statistics.mean(kls):.3f} ± {sd:.3f} | {len(kls)} | "
+                     f"{steps[method]} | {cost[recipe] * 1000:.1f} ms | {cpu:.0f} |")
+    print("\n".join(lines))
+
+
+def evaluate_kl(run_dir: Path) -> dict:
+    from shortrun.evaluation import evaluate_run
+
+    return evaluate_run(load_run(run_dir), ["kl_grid"], write=False)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--blindness-figure", type=Path, default=None,
@@ -98,7 +196,15 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path("runs/kl_table"))
     p.add_argument("--reuse", action="append", default=[], metavar="NAME=RUN_DIR")
     p.add_argument("--only", default="", help="comma-separated row-name prefixes")
+    p.add_argument("--compare", choices=("8gaussians", "25gaussians"), default=None,
+                   help="NCE and ED beside the Langevin EBM at equal compute on this data")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--calibrate", type=int, default=20, help="--compare: steps per timing round")
     args = p.parse_args()
+    if args.compare:
+        torch.set_num_threads(1)
+        compare(args.compare, args.seeds, args.out, args.calibrate)
+        return
     if args.blindness_figure:
         print(blindness_figure(args.blindness_figure))
         return

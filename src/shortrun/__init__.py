@@ -58,6 +58,12 @@ _LAZY: dict[str, str] = {
     "LstmLmOptions": "shortrun.models.lstm_lm:LstmLmOptions",
     "LstmLMOptions": "shortrun.models.lstm_lm:LstmLMOptions",
     "log_likelihood": "shortrun.evaluation.likelihood:log_likelihood",
+    "NCE": "shortrun.models.chain_free:NCE",
+    "ED": "shortrun.models.chain_free:ED",
+    "ChainFreeOptions": "shortrun.models.chain_free:ChainFreeOptions",
+    "EDRBM": "shortrun.models.ed_rbm:EDRBM",
+    "EDLEBM": "shortrun.models.ed_lebm:EDLEBM",
+    "EDLEBMOptions": "shortrun.models.ed_lebm:EDLEBMOptions",
 }
 
 __all__ = ["ConfigError", "ShortrunError", "__version__", *_LAZY]

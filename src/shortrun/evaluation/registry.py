@@ -24,6 +24,10 @@ EVALUATORS: dict[str, str] = {
     "lebm": "shortrun.evaluation.likelihood:LEBM",  # lebm's SPEC plus loglik
     "lebm_text": "shortrun.evaluation.text:LEBM_TEXT",
     "lstm_lm": "shortrun.evaluation.text:LSTM_LM",
+    "nce": "shortrun.evaluation.density:SPEC",
+    "ed": "shortrun.evaluation.density:SPEC",
+    "ed_rbm": "shortrun.evaluation.rbm:SPEC",
+    "ed_lebm": "shortrun.evaluation.lebm:SPEC",
 }
 
 

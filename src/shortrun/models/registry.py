@@ -24,6 +24,10 @@ MODELS: dict[str, str] = {
     "lebm": "shortrun.models.lebm:LEBM",
     "lebm_text": "shortrun.models.lebm_text:LEBMText",
     "lstm_lm": "shortrun.models.lstm_lm:LstmLM",
+    "nce": "shortrun.models.chain_free:NCE",
+    "ed": "shortrun.models.chain_free:ED",
+    "ed_rbm": "shortrun.models.ed_rbm:EDRBM",
+    "ed_lebm": "shortrun.models.ed_lebm:EDLEBM",
 }
 
 
