@@ -49,6 +49,8 @@ _LAZY: dict[str, str] = {
     "ClassifierOptions": "shortrun.models.classifier:ClassifierOptions",
     "LstmLM": "shortrun.models.lstm_lm:LstmLM",
     "LstmLmOptions": "shortrun.models.lstm_lm:LstmLmOptions",
+    "JEM": "shortrun.models.jem:JEM",
+    "JEMOptions": "shortrun.models.jem:JEMOptions",
 }
 
 __all__ = ["ConfigError", "ShortrunError", "__version__", *_LAZY]

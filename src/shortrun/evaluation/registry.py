@@ -24,6 +24,7 @@ EVALUATORS: dict[str, str] = {
     "lebm": "shortrun.evaluation.lebm:SPEC",
     "lebm_text": "shortrun.evaluation.text:LEBM_TEXT",
     "lstm_lm": "shortrun.evaluation.text:LSTM_LM",
+    "jem": "shortrun.evaluation.jem:SPEC",
 }
 
 

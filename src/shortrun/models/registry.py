@@ -24,6 +24,7 @@ MODELS: dict[str, str] = {
     "lebm": "shortrun.models.lebm:LEBM",
     "lebm_text": "shortrun.models.lebm_text:LEBMText",
     "lstm_lm": "shortrun.models.lstm_lm:LstmLM",
+    "jem": "shortrun.models.jem:JEM",
 }
 
 

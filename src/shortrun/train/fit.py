@@ -11,7 +11,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from shortrun.data.array import ArrayOptions, array_data
+import numpy as np
+import torch
+
+from shortrun.data.array import ArrayOptions, array_data, as_tensor
 from shortrun.data.base import LoadedData
 from shortrun.errors import ConfigError
 from shortrun.fields import build_section
@@ -27,7 +30,8 @@ ARRAY_DATA = "array"
 
 def fit(model: Model, data: Any, *, run_dir: str | Path | None = None, steps: int | None = None,
         epochs: int | None = None, batch_size: int | None = None, lr: float | None = None,
-        seed: int = 0, test: Any = None, **train_options: Any) -> Model:
+        seed: int = 0, test: Any = None, labels: Any = None, test_labels: Any = None,
+        unlabelled: Any = None, **train_options: Any) -> Model:
     """Train ``model`` on ``data`` and return it (in eval mode, on ``train.device``).
 
     ``data``: a tensor or NumPy array of examples ``(N, ...)`` (mapped to the model's scale
@@ -35,11 +39,15 @@ def fit(model: Model, data: Any, *, run_dir: str | Path | None = None, steps: in
     or a ``LoadedData``; ``test``: an optional test array in the same layout. Give
     ``steps`` or ``epochs``; ``batch_size`` and ``lr`` default to ``TrainConfig``'s;
     ``train_options`` are further ``train.*`` keys (``grad_clip=1.0``, ``progress=False``).
+    ``labels`` / ``test_labels``: one class per example, for supervised models (``JEM``,
+    ``Classifier``); ``unlabelled``: more examples in ``data``'s layout, appended with the
+    label ``-1`` (a JEM uses them in its generative term only).
     ``run_dir``: where checkpoints and pictures go; default a fresh temporary folder.
     """
     if steps is None and epochs is None:
         raise ConfigError("shortrun.fit: give steps= or epochs= (a positive integer)")
-    loaded = data if isinstance(data, LoadedData) else array_data(data, test)
+    loaded = data if isinstance(data, LoadedData) else _arrays(data, test, labels, test_labels,
+                                                              unlabelled)
     values: dict[str, Any] = {"seed": seed, **train_options}
     for key, value in (("steps", steps), ("epochs", epochs), ("batch_size", batch_size),
                        ("lr", lr)):
@@ -60,3 +68,21 @@ def fit(model: Model, data: Any, *, run_dir: str | Path | None = None, steps: in
         trainer.close()
     model.run_dir = run_dir
     return model.eval()
+
+
+def _arrays(data: Any, test: Any, labels: Any, test_labels: Any, unlabelled: Any) -> LoadedData:
+    """The user's arrays as one dataset; unlabelled rows join the training rows with label -1,
+    mapped to the model's scale by the same map (it is inferred from all of them)."""
+    if unlabelled is None:
+        return array_data(data, test, labels, test_labels)
+    if labels is None:
+        raise ConfigError("shortrun.fit: unlabelled= needs labels= for the labelled examples "
+                          "(unlabelled rows get the label -1)")
+    x, extra = as_tensor(data, "data"), as_tensor(unlabelled, "unlabelled")
+    if tuple(extra.shape[1:]) != tuple(x.shape[1:]):
+        raise ConfigError(f"shortrun.fit: unlabelled examples are shaped "
+                          f"{tuple(extra.shape[1:])} but data's are {tuple(x.shape[1:])}; "
+                          "give both the same layout")
+    y = as_tensor(labels if not isinstance(labels, list) else np.asarray(labels), "labels")
+    y_all = torch.cat([y.long().reshape(-1), torch.full((len(extra),), -1, dtype=torch.long)])
+    return array_data(torch.cat([x, extra.to(x.dtype)]), test, y_all, test_labels)
