@@ -59,3 +59,47 @@ def test_calibration_writes_ece_and_the_reliability_table():
 
 def test_jem_metrics_are_registered():
     assert available_metrics("jem") == ("accuracy", "ece", "ood_auroc", "fd")
+
+
+class Judge(torch.nn.Module):
+    """A stand-in feature classifier: class k for images of value k/2 − 1/2."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = torch.nn.Identity()
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.flatten(1)
+        return torch.stack([flat.mean(1), flat[:, 0]], 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        centres = torch.tensor([-0.5, 0.0, 0.5])
+        return -(x.flatten(1).mean(1, keepdim=True) - centres) ** 2
+
+
+class ClassImages:
+    """A stand-in JEM whose sample(k, y) is an image of value y/2 − 1/2 (plus noise)."""
+
+    options = SimpleNamespace(n_classes=3)
+
+    def __init__(self, wrong: bool = False) -> None:
+        self.wrong = wrong
+
+    def sample(self, k: int, y: torch.Tensor) -> torch.Tensor:
+        y = (y + 1) % 3 if self.wrong else y
+        return (y.float() / 2 - 0.5).view(-1, 1, 1, 1) + 0.01 * torch.randn(k, 1, 4, 4)
+
+
+def test_sample_accuracy_is_the_share_classified_as_the_class_asked_for(monkeypatch):
+    from shortrun.metrics.features import Extractor
+
+    judge = Judge()
+    monkeypatch.setattr(jem_eval, "run_extractor",
+                        lambda cfg: Extractor("judge", judge.features, 2, INFO))
+    cfg = SimpleNamespace(eval=SimpleNamespace(n_samples=30, batch_size=8, seed=0))
+    data = LoadedData(train=torch.zeros(1, 1, 4, 4), info=INFO,
+                      test=torch.rand(40, 1, 4, 4) - 0.5)
+    torch.manual_seed(0)
+    out = jem_eval.conditional_fd(ClassImages(), cfg, data)
+    assert out["sample_accuracy"] == 1.0 and out["fd_n"] == 30 and out["fd"] > 0
+    assert jem_eval.conditional_fd(ClassImages(wrong=True), cfg, data)["sample_accuracy"] == 0.0
