@@ -64,6 +64,8 @@ _LAZY: dict[str, str] = {
     "EDRBM": "shortrun.models.ed_rbm:EDRBM",
     "EDLEBM": "shortrun.models.ed_lebm:EDLEBM",
     "EDLEBMOptions": "shortrun.models.ed_lebm:EDLEBMOptions",
+    "JEM": "shortrun.models.jem:JEM",
+    "JEMOptions": "shortrun.models.jem:JEMOptions",
 }
 
 __all__ = ["ConfigError", "ShortrunError", "__version__", *_LAZY]

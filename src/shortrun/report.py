@@ -118,6 +118,30 @@ def plot_pr_curve(scores: np.ndarray, labels: np.ndarray, path: Path) -> dict[st
     return values
 
 
+def plot_reliability(table: dict, ece: float, path: Path) -> None:
+    """The reliability diagram of a classifier (``eval.json``'s ``reliability``): accuracy
+    against mean confidence per bin, the diagonal being perfect calibration."""
+    conf, acc, count = (np.asarray(table[k], dtype=float)
+                        for k in ("confidence", "accuracy", "count"))
+    edges = np.linspace(0, 1, len(count) + 1)
+    plt = pyplot("report curves")
+    fig, ax = plt.subplots(figsize=(4.5, 4), dpi=90)
+    full = count > 0
+    ax.bar(edges[:-1][full], acc[full], width=1 / len(count), align="edge", alpha=0.7,
+           edgecolor="k", label="accuracy")
+    ax.plot(conf[full], conf[full], "o", ms=3, c="C3", label="mean confidence")
+    ax.plot([0, 1], [0, 1], ls="--", c="gray", lw=1)
+    ax.set_xlabel("confidence")
+    ax.set_ylabel("accuracy")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
+    ax.set_title(f"ECE {ece:.4f}")
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def _pick_grids(paths: list[Path]) -> list[Path]:
     """At most ``MAX_GRIDS`` grids, evenly spaced over training, always with the last."""
     if len(paths) <= MAX_GRIDS:
@@ -213,7 +237,12 @@ def write_report(run_dir: Path, out_dir: Path | None = None) -> Path:
     eval_path = run_dir / "eval.json"
     parts.append("<h2>Evaluation</h2>")
     if eval_path.is_file():
-        parts.append(_table(json.loads(eval_path.read_text())))
+        evaluated = json.loads(eval_path.read_text())
+        parts.append(_table(evaluated))
+        if isinstance(evaluated.get("reliability"), dict) and "ece" in evaluated:
+            plot_reliability(evaluated["reliability"], evaluated["ece"],
+                             out / "reliability.png")
+            parts.append(_img("reliability.png", "reliability diagram (calibration)"))
     else:
         parts.append(f"<p>No eval.json yet: run <code>shortrun eval {html.escape(str(run_dir))}"
                      "</code>.</p>")

@@ -28,6 +28,7 @@ EVALUATORS: dict[str, str] = {
     "ed": "shortrun.evaluation.density:SPEC",
     "ed_rbm": "shortrun.evaluation.rbm:SPEC",
     "ed_lebm": "shortrun.evaluation.lebm:SPEC",
+    "jem": "shortrun.evaluation.jem:SPEC",
 }
 
 

@@ -19,6 +19,7 @@ import torch
 
 from shortrun.data.base import DataInfo, LoadedData
 from shortrun.energies.conv import ConvEnergy
+from shortrun.energies.guided import GuidedEnergy
 from shortrun.energies.mlp import ACTIVATIONS, MLPEnergy
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
@@ -133,20 +134,22 @@ class EBM(DensityEvalMixin, Model):
             self.source.chains.copy_(self.noise.start(self.source.chains.shape[0]))
 
     def run_chain(self, x0: torch.Tensor, steps: int | None = None,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
-        """Langevin for ``steps``; with ``jumps`` > 0, independence-MH jumps open every block
-        of ``langevin_steps`` Langevin steps."""
+                  generator: torch.Generator | None = None,
+                  energy: torch.nn.Module | None = None) -> torch.Tensor:
+        """Langevin for ``steps`` on ``energy`` (default the model's); with ``jumps`` > 0,
+        independence-MH jumps open every block of ``langevin_steps`` Langevin steps."""
         m: EBMOptions = self.options
+        energy = self.energy if energy is None else energy
         steps = steps or m.langevin_steps
         block = m.langevin_steps if m.jumps else steps
         x, done = x0, 0
         while done < steps:
             if m.jumps:
                 x, self.last_jump = independence_mh(
-                    self.energy, x, lambda n: self.noise.start(n, generator=generator),
+                    energy, x, lambda n: self.noise.start(n, generator=generator),
                     noise_log_density(self.noise), m.jumps, generator=generator)
             k = min(block, steps - done)
-            x, _ = langevin(self.energy, x, k, m.step_size, m.noise_scale,
+            x, _ = langevin(energy, x, k, m.step_size, m.noise_scale,
                             drift_clamp=m.drift_clamp, domain=self.domain, generator=generator)
             done += k
         return x
@@ -176,16 +179,36 @@ class EBM(DensityEvalMixin, Model):
         return store[idx].clone()
 
     @torch.no_grad()
-    def sample(self, n, steps=None, generator=None):
+    def sample(self, n, steps=None, generator=None, y: Any = None,
+               classifier: torch.nn.Module | None = None, guidance: float = 0.0):
+        """``n`` samples of ``p(x)``; with ``y`` (one class or one per sample) and a
+        ``classifier`` returning logits, of ``p(x|y) ∝ p(x) p(y|x)``: Langevin on
+        ``E(x) − (1 + guidance) log p(y|x)`` (:class:`GuidedEnergy`; guidance 0 is exact)."""
         check_sample_args(n, steps, generator)
         self.require_info("sample")
+        energy = None if y is None else self._guided(n, y, classifier, guidance)
         steps = steps or self.sample_steps or self.options.langevin_steps
         x0 = None
         if self.options.sample_from == "chains":
             x0 = self._chain_states(n, generator)
         if x0 is None:
             x0 = self.noise.start(n, generator=generator)
-        return self.run_chain(x0.to(self.device), steps, generator)
+        return self.run_chain(x0.to(self.device), steps, generator, energy)
+
+    def _guided(self, n: int, y: Any, classifier: torch.nn.Module | None,
+                guidance: float) -> GuidedEnergy:
+        if classifier is None:
+            raise ConfigError("EBM.sample(y=...): class-conditional sampling needs "
+                              "classifier=, a module returning logits over the classes (e.g. a "
+                              "trained shortrun.JEM or Classifier)")
+        if guidance < 0:
+            raise ConfigError(f"guidance: must be >= 0 (0 is exact p(x|y)); got {guidance}")
+        labels = torch.as_tensor(y, dtype=torch.long).reshape(-1)
+        labels = labels.expand(n) if labels.numel() == 1 else labels
+        if labels.numel() != n or int(labels.min()) < 0:
+            raise ConfigError(f"y: give one class (>= 0) or one label per sample ({n}); got "
+                              f"{labels.numel()} labels from {int(labels.min())}")
+        return GuidedEnergy(self.energy, classifier, labels.to(self.device), guidance)
 
     def draw(self, path: Path, n: int) -> None:
         if self.require_info("draw").shape == (2,):

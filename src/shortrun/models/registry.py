@@ -28,6 +28,7 @@ MODELS: dict[str, str] = {
     "ed": "shortrun.models.chain_free:ED",
     "ed_rbm": "shortrun.models.ed_rbm:EDRBM",
     "ed_lebm": "shortrun.models.ed_lebm:EDLEBM",
+    "jem": "shortrun.models.jem:JEM",
 }
 
 

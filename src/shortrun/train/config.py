@@ -38,6 +38,9 @@ class TrainConfig:
     lr_decay: float = fld(1.0, gt=0, le=1.0, doc="learning-rate factor applied once per epoch")
     grad_clip: float | None = fld(None, gt=0, doc="max parameter-gradient norm")
     energy_bound: float = fld(1e6, gt=0, doc="|energy| past this stops the run as diverged")
+    recover: int = fld(0, ge=0, doc="on divergence, roll back to the last checkpoint with a "
+                        "lower lr, at most this many times (0: stop, as before)")
+    recover_lr_factor: float = fld(0.5, gt=0, lt=1.0, doc="lr factor of each recovery")
     log_every: int = fld(50, gt=0)
     sample_every: int = fld(1000, gt=0)
     ckpt_every: int = fld(500, gt=0)

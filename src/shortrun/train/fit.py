@@ -18,7 +18,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from shortrun.data.array import ArrayOptions, array_data
+import numpy as np
+import torch
+
+from shortrun.data.array import ArrayOptions, array_data, as_tensor
 from shortrun.data.base import LoadedData
 from shortrun.errors import ConfigError, ShortrunError
 from shortrun.fields import build_section
@@ -50,8 +53,8 @@ def python_names(message: str) -> str:
 
 def fit(model: Model, data: Any, *, run_dir: str | Path | None = None, checkpoint: bool = False,
         steps: int | None = None, epochs: int | None = None, batch_size: int | None = None,
-        lr: float | None = None, seed: int = 0, test: Any = None,
-        binarize: float | None = None, kind: str = "auto", low: float | None = None,
+        lr: float | None = None, seed: int = 0, test: Any = None, labels: Any = None,
+        test_labels: Any = None, unlabelled: Any = None, binarize: float | None = None, kind: str = "auto", low: float | None = None,
         high: float | None = None, **train_options: Any) -> Model:
     """Train ``model`` on ``data`` and return it (in eval mode, on ``train.device``).
 
@@ -61,6 +64,9 @@ def fit(model: Model, data: Any, *, run_dir: str | Path | None = None, checkpoin
     ``test``: an optional test array in the same layout. Give ``steps`` or ``epochs``;
     ``batch_size`` and ``lr`` default to ``TrainConfig``'s; ``train_options`` are further
     ``train.*`` keys (``grad_clip=1.0``, ``progress=False``).
+    ``labels`` / ``test_labels``: one class per example, for supervised models (``JEM``,
+    ``Classifier``); ``unlabelled``: more examples in ``data``'s layout, appended with the
+    label ``-1`` (a JEM uses them in its generative term only).
 
     ``run_dir``: where checkpoints, pictures and logs go. Without it nothing is written: the
     model and ``model.history`` (the logged metric rows) are the result, ``model.run_dir`` is
@@ -68,6 +74,7 @@ def fit(model: Model, data: Any, *, run_dir: str | Path | None = None, checkpoin
     """
     try:
         return _fit(model, data, run_dir, checkpoint, steps, epochs, batch_size, lr, seed, test,
+                    dict(labels=labels, test_labels=test_labels, unlabelled=unlabelled),
                     dict(binarize=binarize, kind=kind, low=low, high=high), train_options)
     except ShortrunError as exc:
         renamed = python_names(str(exc))
@@ -82,18 +89,18 @@ def fit(model: Model, data: Any, *, run_dir: str | Path | None = None, checkpoin
 
 def _fit(model: Model, data: Any, run_dir: str | Path | None, checkpoint: bool,
          steps: int | None, epochs: int | None, batch_size: int | None, lr: float | None,
-         seed: int, test: Any, data_options: dict[str, Any],
+         seed: int, test: Any, labelled: dict[str, Any], data_options: dict[str, Any],
          train_options: dict[str, Any]) -> Model:
     if steps is None and epochs is None:
         raise ConfigError("shortrun.fit: give steps= or epochs= (a positive integer)")
     if isinstance(data, LoadedData):
-        given = [k for k, v in data_options.items() if v not in (None, "auto")]
+        given = [k for k, v in {**data_options, **labelled}.items() if v not in (None, "auto")]
         if given:
             raise ConfigError(f"shortrun.fit: {', '.join(given)}= apply to an array; this data "
                               "is a LoadedData, already in the model's scale")
         loaded = data
     else:
-        loaded = array_data(data, test, **data_options)
+        loaded = _arrays(data, test, **labelled, data_options=data_options)
     values: dict[str, Any] = {"seed": seed, **train_options}
     for key, value in (("steps", steps), ("epochs", epochs), ("batch_size", batch_size),
                        ("lr", lr)):
@@ -116,6 +123,26 @@ def _fit(model: Model, data: Any, run_dir: str | Path | None, checkpoint: bool,
     model.run_dir = run_dir
     model.history = trainer.logger.rows
     return model.eval()
+
+
+def _arrays(data: Any, test: Any, labels: Any, test_labels: Any, unlabelled: Any,
+            data_options: dict[str, Any]) -> LoadedData:
+    """The user's arrays as one dataset; unlabelled rows join the training rows with label -1,
+    mapped to the model's scale by the same map (it is inferred from all of them)."""
+    if unlabelled is None:
+        return array_data(data, test, labels, test_labels, **data_options)
+    if labels is None:
+        raise ConfigError("shortrun.fit: unlabelled= needs labels= for the labelled examples "
+                          "(unlabelled rows get the label -1)")
+    x, extra = as_tensor(data, "data"), as_tensor(unlabelled, "unlabelled")
+    if tuple(extra.shape[1:]) != tuple(x.shape[1:]):
+        raise ConfigError(f"shortrun.fit: unlabelled examples are shaped "
+                          f"{tuple(extra.shape[1:])} but data's are {tuple(x.shape[1:])}; "
+                          "give both the same layout")
+    y = as_tensor(labels if not isinstance(labels, list) else np.asarray(labels), "labels")
+    y_all = torch.cat([y.long().reshape(-1), torch.full((len(extra),), -1, dtype=torch.long)])
+    return array_data(torch.cat([x, extra.to(x.dtype)]), test, y_all, test_labels,
+                      **data_options)
 
 
 install_fit(fit)

@@ -33,6 +33,7 @@ from shortrun.train.logger import MetricsLogger, RunningMean
 from shortrun.train.own_data import adopt_own_data, write_own_data
 from shortrun.train.progress import ProgressLines, metric_rows
 from shortrun.train.provenance import record_provenance, record_routes
+from shortrun.train.recovery import Recovery
 from shortrun.train.rundir import CONFIG, LAST, has_checkpoint, prepare_new
 from shortrun.train.stopping import StopSignals
 from shortrun.train.threads import ThreadsForTheWork
@@ -117,6 +118,7 @@ class Trainer:
         self.schedulers = {k: lr_decay(o, t.lr_decay) for k, o in self.optimizers.items()}
         self.step = 0
         self.last_good: int | None = None
+        self.recovery = Recovery(t.recover, t.recover_lr_factor)
         start_over = resume and not has_checkpoint(self.run_dir) \
             and (self.run_dir / CONFIG).is_file()
         on_disk = self.dist.is_main and self.run_dir is not None
@@ -224,6 +226,7 @@ class Trainer:
         bf16 = t.precision == "bf16"
         try:
             stop.install()
+            self.recovery.before_loop(self)
             while self.step < self.total_steps:
                 in_step = True
                 idx = self.batcher.indices(self.step)
@@ -236,8 +239,10 @@ class Trainer:
                 else:  # an autocast context costs ~10 µs a step even when disabled
                     metrics = self.model.training_step(batch, self.step, self.optimizers)
                 metrics = dist.mean_metrics(metrics, self.dist)
-                check_finite(metrics, t.energy_bound, self.step + 1, self.run_dir,
-                             self.last_good)
+                if not self.recovery.guard(self, check_finite, metrics, t.energy_bound,
+                                           self.step + 1, self.run_dir, self.last_good):
+                    window, in_step, bar.n = RunningMean(), False, self.step  # rolled back
+                    continue
                 window.add(metrics)
                 threads.after_first_step()
                 self.step += 1
