@@ -9,7 +9,7 @@ import torch
 
 from shortrun.data.base import DataInfo, LoadedData
 from shortrun.evaluation import jem as jem_eval
-from shortrun.evaluation.registry import available_metrics
+from shortrun.evaluation.registry import eval_spec
 
 INFO = DataInfo(shape=(1, 4, 4), kind="image", low=-1.0, high=1.0)
 
@@ -58,7 +58,7 @@ def test_calibration_writes_ece_and_the_reliability_table():
 
 
 def test_jem_metrics_are_registered():
-    assert available_metrics("jem") == ("accuracy", "ece", "ood_auroc", "fd")
+    assert eval_spec("jem").metrics == ("accuracy", "ece", "ood_auroc", "fd")
 
 
 class Judge(torch.nn.Module):

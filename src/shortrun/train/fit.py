@@ -54,8 +54,9 @@ def python_names(message: str) -> str:
 def fit(model: Model, data: Any, *, run_dir: str | Path | None = None, checkpoint: bool = False,
         steps: int | None = None, epochs: int | None = None, batch_size: int | None = None,
         lr: float | None = None, seed: int = 0, test: Any = None, labels: Any = None,
-        test_labels: Any = None, unlabelled: Any = None, binarize: float | None = None, kind: str = "auto", low: float | None = None,
-        high: float | None = None, **train_options: Any) -> Model:
+        test_labels: Any = None, unlabelled: Any = None, binarize: float | None = None,
+        kind: str = "auto", low: float | None = None, high: float | None = None,
+        **train_options: Any) -> Model:
     """Train ``model`` on ``data`` and return it (in eval mode, on ``train.device``).
 
     ``data``: a tensor or NumPy array of examples ``(N, ...)`` (mapped to the model's scale

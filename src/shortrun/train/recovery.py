@@ -18,13 +18,26 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from shortrun.errors import DivergenceError
 from shortrun.train.provenance import PROVENANCE
 
-if TYPE_CHECKING:
-    from shortrun.train.trainer import Trainer
+
+class Trainer(Protocol):
+    """What a roll-back needs of the Trainer (a protocol, so this module does not import the
+    Trainer that imports it)."""
+
+    step: int
+    run_dir: Path | None
+    last_good: int | None
+    dist: Any
+    optimizers: dict[str, Any]
+    logger: Any
+
+    def save(self) -> None: ...
+
+    def _restore(self) -> None: ...
 
 
 def append_event(run_dir: Path, entry: dict[str, Any]) -> None:
