@@ -61,6 +61,7 @@ _LAZY: dict[str, str] = {
     "NCE": "shortrun.models.chain_free:NCE",
     "ED": "shortrun.models.chain_free:ED",
     "ChainFreeOptions": "shortrun.models.chain_free:ChainFreeOptions",
+    "ChainFreeEBMOptions": "shortrun.models.chain_free:ChainFreeEBMOptions",
     "EDRBM": "shortrun.models.ed_rbm:EDRBM",
     "EDLEBM": "shortrun.models.ed_lebm:EDLEBM",
     "EDLEBMOptions": "shortrun.models.ed_lebm:EDLEBMOptions",

@@ -1071,7 +1071,7 @@ MUTANTS = [
          tests=[T + "train/test_recovery.py"],
          why="a recovery rolls back but keeps the learning rate that diverged"),
     dict(id="recovery_no_roll_back", file=SR + "train/recovery.py",
-         original="        trainer._restore()\n", replacement="\n",
+         original="trainer._restore()", replacement="None",
          tests=[T + "train/test_recovery.py"],
          why="a recovery goes on from the diverged state"),
 ]

@@ -37,7 +37,7 @@ from shortrun.samplers.sources import NoiseSource
 
 
 @dataclass
-class ChainFreeOptions(ModelOptions):
+class ChainFreeEBMOptions(ModelOptions):
     name: str = fld("ed", choices=("nce", "ed"))
     energy: str = fld("mlp", choices=("mlp", "conv"))
     hidden: int = fld(128, gt=0, doc="MLP width")
@@ -71,7 +71,7 @@ class ChainFreeOptions(ModelOptions):
 class ChainFreeEBM(DensityEvalMixin, Model):
     """One class behind ``nce`` and ``ed``; ``NCE(MyEnergy())`` / ``ED(MyEnergy(), ed_m=32)``.
 
-    The energy maps ``(B, *shape)`` to ``(B,)``; keyword options are ``ChainFreeOptions``
+    The energy maps ``(B, *shape)`` to ``(B,)``; keyword options are ``ChainFreeEBMOptions``
     fields, checked like recipe keys. ``noise`` (NCE only) is any object with
     ``sample(n, generator)`` and a normalised ``log_prob(x)``, e.g.
     :class:`~shortrun.objectives.nce.CustomNoise`; without it the noise named by
@@ -79,15 +79,15 @@ class ChainFreeEBM(DensityEvalMixin, Model):
     """
 
     name = "ed"
-    Config = ChainFreeOptions
+    Config = ChainFreeEBMOptions
     networks = ("energy",)
 
-    def __init__(self, energy: nn.Module, options: ChainFreeOptions | None = None,
+    def __init__(self, energy: nn.Module, options: ChainFreeEBMOptions | None = None,
                  info: DataInfo | None = None, noise: NoiseDistribution | None = None,
                  **option_values: Any) -> None:
         if options is None and "name" not in option_values:
             option_values["name"] = type(self).name
-        options = merge_options(ChainFreeOptions, options, option_values)
+        options = merge_options(ChainFreeEBMOptions, options, option_values)
         if noise is not None and options.name != "nce":
             raise ConfigError(f"a noise distribution is for NCE; model {options.name!r} does "
                               "not use one (drop noise=...)")
@@ -100,13 +100,13 @@ class ChainFreeEBM(DensityEvalMixin, Model):
         self._finish_init()
 
     @classmethod
-    def from_config(cls, options: ChainFreeOptions, info: DataInfo) -> ChainFreeEBM:
+    def from_config(cls, options: ChainFreeEBMOptions, info: DataInfo) -> ChainFreeEBM:
         model = cls(build_energy(options, info), options, info)
         model.user_networks = ()
         return model
 
     def setup(self, info: DataInfo) -> None:
-        m: ChainFreeOptions = self.options
+        m: ChainFreeEBMOptions = self.options
         bounded = info.kind in ("image", "binary")
         low, high = (info.low, info.high) if bounded else (-m.init_scale, m.init_scale)
         self.start_noise = NoiseSource(info.shape, m.init_noise, low, high, std=m.init_scale)
@@ -125,7 +125,7 @@ class ChainFreeEBM(DensityEvalMixin, Model):
                 self.register_buffer("noise_high", torch.ones(info.shape))
 
     def on_train_start(self, data: LoadedData) -> None:
-        m: ChainFreeOptions = self.options
+        m: ChainFreeEBMOptions = self.options
         if m.name != "nce" or self.user_noise is not None:
             return
         x = data.train
@@ -148,13 +148,13 @@ class ChainFreeEBM(DensityEvalMixin, Model):
         return UniformNoise(self.noise_low.cpu(), self.noise_high.cpu(), tuple(info.shape))
 
     def perturbation(self) -> str:
-        m: ChainFreeOptions = self.options
+        m: ChainFreeEBMOptions = self.options
         if m.perturbation != "auto":
             return m.perturbation
         return "bernoulli" if self.require_info("training_step").kind == "binary" else "gaussian"
 
     def training_step(self, batch, step, optimizers):
-        m: ChainFreeOptions = self.options
+        m: ChainFreeEBMOptions = self.options
         if m.name == "nce":
             out = nce_loss(self.energy, batch, self.noise_distribution(), self.log_z,
                            noise_ratio=m.noise_ratio)
@@ -174,7 +174,7 @@ class ChainFreeEBM(DensityEvalMixin, Model):
     @torch.no_grad()
     def sample(self, n, steps=None, generator=None):
         check_sample_args(n, steps, generator)
-        m: ChainFreeOptions = self.options
+        m: ChainFreeEBMOptions = self.options
         self.require_info("sample")
         steps = steps or self.sample_steps or m.langevin_steps
         x = self.start_noise.start(n, generator=generator).to(self.device)
@@ -202,3 +202,7 @@ class NCE(ChainFreeEBM):
 
 class ED(ChainFreeEBM):
     name = "ed"
+
+
+#: the earlier name of :class:`ChainFreeEBMOptions`
+ChainFreeOptions = ChainFreeEBMOptions
