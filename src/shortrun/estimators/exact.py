@@ -58,27 +58,7 @@ def log_partition(params: RBMParams, dtype: torch.dtype = torch.float32,
     return _enumerate(a, M, d, _sum_softplus, lo_bits, chunk_elems, multiplicative=True)
 
 
-_SOFTPLUS_OUT: bool | None = None  # whether the private in-place softplus runs here (probed once)
-
-
-def _softplus_out_works() -> bool:
-    global _SOFTPLUS_OUT
-    if _SOFTPLUS_OUT is None:
-        try:
-            x = torch.tensor([-30.0, 0.0, 30.0])
-            torch._C._nn.softplus(x, 1.0, 20.0, out=x)
-            _SOFTPLUS_OUT = bool(torch.allclose(
-                x, F.softplus(torch.tensor([-30.0, 0.0, 30.0]))))
-        except Exception:  # a private binding may be gone or change signature in any way
-            _SOFTPLUS_OUT = False
-    return _SOFTPLUS_OUT
-
-
 def _sum_softplus(x: torch.Tensor) -> torch.Tensor:
-    # softplus in place: the chunk buffer is scratch, and skipping the copy halves the traffic;
-    # ``torch._C._nn.softplus(out=)`` is private, so without it the public op (one copy) runs
-    if _softplus_out_works():
-        return torch._C._nn.softplus(x, 1.0, 20.0, out=x).sum(-1)
     return F.softplus(x).sum(-1)
 
 
