@@ -1074,4 +1074,11 @@ MUTANTS = [
          original="trainer._restore()", replacement="None",
          tests=[T + "train/test_recovery.py"],
          why="a recovery goes on from the diverged state"),
+    # ---------------------------------------------------------------- merge: EBMDensity's
+    # normaliser in dimensions other than 2 (AIS)
+    dict(id="ebm_density_ais_log_z_dropped", file=SR + "sklearn/density.py",
+         original="return est.log_z, est.stderr", replacement="return 0.0, est.stderr",
+         tests=[T + "sklearn/test_density.py::"
+                "test_other_dimensions_take_log_z_from_ais_which_matches_a_fine_grid"],
+         why="the density in 3-D is left unnormalised"),
 ]

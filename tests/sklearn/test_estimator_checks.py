@@ -16,12 +16,6 @@ ESTIMATORS = [
                random_state=0),
 ]
 
-# score_samples of EBMDensity needs log Z: the grid estimator gives it for 2-D data; other
-# dimensions need AIS for a general energy (not in this version), so the checks that call
-# score_samples on data of another dimension are expected to fail with NotImplementedError
-EBM_NEEDS_AIS = "score_samples on non-2-D data needs AIS for a general energy (not yet)"
-
-
 # scikit-learn's pseudo-likelihood flips one random unit per row, drawn from random_state in
 # row order, so a row's score depends on where it sits in X; scikit-learn's own test suite
 # marks its BernoulliRBM with the same two expected failures (sklearn/utils/_test_common/
@@ -31,10 +25,6 @@ PSEUDO_LIKELIHOOD = ("score_samples (pseudo-likelihood) draws a random unit per 
 
 
 def expected_failures(estimator):
-    if isinstance(estimator, EBMDensity):
-        return {name: EBM_NEEDS_AIS for name in (
-            "check_fit_score_takes_y", "check_pipeline_consistency",
-            "check_methods_sample_order_invariance", "check_methods_subset_invariance")}
     if isinstance(estimator, BernoulliRBM):
         return {"check_methods_subset_invariance": PSEUDO_LIKELIHOOD,
                 "check_methods_sample_order_invariance": PSEUDO_LIKELIHOOD}

@@ -6,10 +6,14 @@ buffer (Du & Mordatch 2019; :class:`shortrun.models.ebm.EBM`, trained by ``short
 memory) on the standardised data ``z = (x − m) / s``. Then ``p(x) = exp(−E(z) − log Z) / Πs``,
 so ``log p(x) = −E(z) − log Z − Σ log s``.
 
-``score_samples`` needs ``log Z``. For 2-D data it is the grid estimator of
-:mod:`shortrun.estimators.grid` (a ``grid_size × grid_size`` grid over the training data's box,
-widened by 15% a side); for other dimensions it needs an annealed-importance-sampling estimator
-for a general energy, which this version does not have, and says so. ``sample`` needs no ``Z``.
+``score_samples`` needs ``log Z``, estimated once at the end of ``fit``. For 2-D data it is
+the grid estimator of :mod:`shortrun.estimators.grid` (a ``grid_size × grid_size`` grid over
+the training data's box, widened by 15% a side); for other dimensions it is annealed
+importance sampling from ``N(0, I)`` in the standardised coordinates (Neal 2001;
+:func:`shortrun.estimators.annealing.ais_log_partition`, ``AIS_RUNS`` runs over ``AIS_BETAS``
+distributions, a fixed seed so that scores are repeatable), whose standard error is
+``log_z_se_``. AIS's ``log Z`` is biased low in expectation (Jensen), so ``log p(x)`` is biased
+high by about that much. ``sample`` needs no ``Z``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from shortrun.data.base import DataInfo, LoadedData
 from shortrun.energies.mlp import MLPEnergy
+from shortrun.estimators.annealing import AISSettings, ais_log_partition
+from shortrun.estimators.bases import GaussianBase
 from shortrun.estimators.grid import make_grid
 from shortrun.models.ebm import EBM
 from shortrun.sklearn._common import default_dtype, seeded, torch_device, torch_dtype
@@ -32,6 +38,8 @@ from shortrun.train.fit import fit
 
 # the standardised data's box is widened by this fraction of its half-width for the grid
 GRID_MARGIN = 0.15
+#: AIS runs and intermediate distributions of the normaliser in dimensions other than 2
+AIS_RUNS, AIS_BETAS = 64, 400
 
 
 class EBMDensity(BaseEstimator):
@@ -79,7 +87,10 @@ class EBMDensity(BaseEstimator):
                       lr=self.learning_rate, seed=int(rng.randint(0, 2**31 - 1)),
                       device=str(device), progress=False, log_every=max(self.steps, 1))
         self.model_ = model
-        self.log_z_ = self._grid_log_z(z) if X.shape[1] == 2 else None
+        if X.shape[1] == 2:
+            self.log_z_, self.log_z_se_ = self._grid_log_z(z), 0.0
+        else:
+            self.log_z_, self.log_z_se_ = self._ais_log_z(X.shape[1])
         return self
 
     def _standardise(self, X: np.ndarray) -> np.ndarray:
@@ -99,17 +110,24 @@ class EBMDensity(BaseEstimator):
         neg_e = -torch.from_numpy(self._energy(xy.numpy()))
         return float(torch.logsumexp(neg_e, 0)) + math.log(area)
 
+    def _ais_log_z(self, dim: int) -> tuple[float, float]:
+        """``log Z`` of ``exp(−E)`` by AIS from ``N(0, I)`` (the standardised data's scale), in
+        float64 whatever the energy's dtype."""
+        p = next(self.model_.parameters())
+
+        def energy(u: torch.Tensor) -> torch.Tensor:
+            return self.model_.energy(u.to(p.dtype)).double()
+
+        base = GaussianBase.standard((dim,), dtype=torch.float64, device=p.device)
+        est = ais_log_partition(energy, base, AIS_RUNS, AISSettings(n_betas=AIS_BETAS),
+                                generator=torch.Generator(p.device).manual_seed(0))
+        return est.log_z, est.stderr
+
     def score_samples(self, X: Any) -> np.ndarray:
-        """``log p(x)`` per row (nats). 2-D data only in this version (the grid normaliser);
-        other dimensions raise ``NotImplementedError`` naming the missing AIS estimator."""
+        """``log p(x)`` per row (nats), with ``log Z`` from the grid (2-D) or AIS (see the
+        module doc; its standard error is ``log_z_se_``)."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=(np.float64, np.float32), reset=False)
-        if self.log_z_ is None:
-            raise NotImplementedError(
-                f"EBMDensity.score_samples: log p(x) needs the EBM's log Z; for 2-D data the "
-                f"grid estimator gives it, for {X.shape[1]}-D data it needs an annealed "
-                "importance sampling estimator for a general energy, which this version of "
-                "shortrun.estimators does not have. sample() works in any dimension")
         log_jac = float(np.log(self.scale_).sum())
         return -self._energy(self._standardise(X)) - self.log_z_ - log_jac
 
