@@ -22,6 +22,7 @@ from torch import nn
 from shortrun.collectives import average_gradients_now
 from shortrun.errors import ConfigError, ShortrunError
 from shortrun.fields import fld
+from shortrun.models.registry import RegisteredName
 
 if TYPE_CHECKING:
     from shortrun.data.base import DataInfo, LoadedData
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 class ModelOptions:
     """Options every model understands; models subclass this."""
 
-    name: str = fld("ebm")
+    name: str = fld("")  # the registered name (models/registry.py); "": the model's own
 
 
 @dataclass
@@ -57,7 +58,7 @@ class Model(nn.Module):
     ``sample``; ``reconstruct`` / ``score`` where meaningful. Evaluation lives above the
     models, in :mod:`shortrun.evaluation`."""
 
-    name: ClassVar[str] = ""
+    name: ClassVar[str] = RegisteredName()  # type: ignore[assignment]
     Config: ClassVar[type] = ModelOptions
     #: True: ``training_step`` receives ``(x, labels)`` batches instead of ``x``.
     supervised: ClassVar[bool] = False
@@ -69,6 +70,8 @@ class Model(nn.Module):
     def __init__(self, options: Any = None, info: DataInfo | None = None) -> None:
         super().__init__()
         self.options = options if options is not None else type(self).Config()
+        if getattr(self.options, "name", None) == "":
+            self.options = dataclasses.replace(self.options, name=type(self).name)
         self.info: DataInfo | None = None
         #: default chain length of :meth:`sample` (``sample.steps``); None: the model's own
         self.sample_steps: int | None = None

@@ -78,15 +78,14 @@ class ChainFreeEBM(DensityEvalMixin, Model):
     ``options.noise`` is fitted to the training data.
     """
 
-    name = "ed"
     Config = ChainFreeEBMOptions
     networks = ("energy",)
 
     def __init__(self, energy: nn.Module, options: ChainFreeEBMOptions | None = None,
                  info: DataInfo | None = None, noise: NoiseDistribution | None = None,
                  **option_values: Any) -> None:
-        if options is None and "name" not in option_values:
-            option_values["name"] = type(self).name
+        if options is None and "name" not in option_values and type(self).name:
+            option_values["name"] = type(self).name  # NCE(...) is ChainFreeEBM(..., name="nce")
         options = merge_options(ChainFreeEBMOptions, options, option_values)
         if noise is not None and options.name != "nce":
             raise ConfigError(f"a noise distribution is for NCE; model {options.name!r} does "
@@ -197,11 +196,11 @@ class ChainFreeEBM(DensityEvalMixin, Model):
 
 
 class NCE(ChainFreeEBM):
-    name = "nce"
+    """``ChainFreeEBM`` whose default estimator is its registered name (models/registry.py)."""
 
 
 class ED(ChainFreeEBM):
-    name = "ed"
+    """``ChainFreeEBM`` whose default estimator is its registered name (models/registry.py)."""
 
 
 #: the earlier name of :class:`ChainFreeEBMOptions`

@@ -26,7 +26,6 @@ from shortrun.models.inputs import check_sample_args
 
 @dataclass
 class ClassifierOptions(ModelOptions):
-    name: str = fld("classifier")
     width: int = fld(32, gt=0, doc="channels of the first conv block (the second has 2×)")
     feature_dim: int = fld(128, gt=0, doc="size of the penultimate (feature) layer")
     n_classes: int = fld(10, gt=1)
@@ -41,7 +40,6 @@ def _block(c_in: int, c_out: int) -> nn.Sequential:
 
 
 class Classifier(Model):
-    name = "classifier"
     Config = ClassifierOptions
     supervised = True
 

@@ -43,7 +43,6 @@ from shortrun.samplers.langevin import langevin
 
 @dataclass
 class DualMCMCOptions(ModelOptions):
-    name: str = fld("dual_mcmc")
     nz: int = fld(128, gt=0, doc="latent size")
     sigma: float = fld(0.3, gt=0, doc="σ of p(x|z) = N(g(z), σ²I)")
     prior_sigma: float = fld(1.0, gt=0, doc="σ_p of p(z) = N(0, σ_p²I)")
@@ -76,7 +75,6 @@ class DualMCMCOptions(ModelOptions):
 class DualMCMC(Model):
     """EBM ``E_α``, generator ``g_θ`` and inference net ``q_φ``, taught by each other's MCMC."""
 
-    name = "dual_mcmc"
     Config = DualMCMCOptions
     ORDER = ("generator", "inference", "ebm")
     networks = ("ebm", "generator", "inference")

@@ -34,7 +34,6 @@ from shortrun.samplers.sources import DataSource, NoiseSource, PersistentChains,
 
 @dataclass
 class EBMOptions(ModelOptions):
-    name: str = fld("ebm")
     energy: str = fld("mlp", choices=("mlp", "conv"))
     hidden: int = fld(128, gt=0, doc="MLP width")
     depth: int = fld(2, gt=0, doc="MLP hidden layers")
@@ -97,7 +96,6 @@ class EBM(DensityEvalMixin, Model):
     fields, checked like recipe keys; ``info`` may wait for the data (``shortrun.fit``).
     """
 
-    name = "ebm"
     Config = EBMOptions
     networks = ("energy",)
 

@@ -34,7 +34,6 @@ from shortrun.objectives.energy_discrepancy import energy_discrepancy
 
 @dataclass
 class EDLEBMOptions(LEBMOptions):
-    name: str = fld("ed_lebm")
     ed_t: float = fld(0.25, gt=0, doc="t, the variance of each Gaussian perturbation of z⁺")
     ed_m: int = fld(16, gt=0, doc="M, perturbed latents per posterior sample")
     ed_w: float = fld(1.0, ge=0, doc="the stabiliser w (0: the plain estimator)")
@@ -46,7 +45,6 @@ class EDLEBM(LEBM):
     """``EDLEBM(generator, PriorTilt(nz), ed_m=16, ed_t=0.25)``: an :class:`LEBM` whose prior
     learns by energy discrepancy; the EBM prior is required (``prior='ebm'``)."""
 
-    name = "ed_lebm"
     Config = EDLEBMOptions
 
     def __init__(self, generator: nn.Module, prior: nn.Module | None = None,

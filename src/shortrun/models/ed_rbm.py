@@ -25,7 +25,6 @@ from shortrun.objectives.energy_discrepancy import energy_discrepancy
 
 @dataclass
 class EDRBMOptions(BernoulliRBMOptions):
-    name: str = fld("ed_rbm")
     flip_prob: float = fld(0.1, gt=0, lt=1, doc="ed: bit-flip probability per perturbation step")
     ed_m: int = fld(16, gt=0, doc="ed: M, negatives per data point")
     ed_w: float = fld(1.0, ge=0, doc="ed: the stabiliser w (0: the plain estimator)")
@@ -44,7 +43,6 @@ class EDRBM(BernoulliRBM):
     """``EDRBM(n_hidden=20, flip_prob=0.1, ed_m=16)``: a :class:`BernoulliRBM` whose update is
     energy discrepancy on its free energy."""
 
-    name = "ed_rbm"
     Config = EDRBMOptions
 
     def setup(self, info) -> None:

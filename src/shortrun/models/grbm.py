@@ -26,7 +26,6 @@ from shortrun.samplers.gibbs import GibbsState
 
 @dataclass
 class GaussianBernoulliRBMOptions(RBMOptions):
-    name: str = fld("grbm")
     learn_sigma: bool = fld(True, doc="learn the visible variances (else fixed at sigma_init)")
     sigma_init: str = fld("data", choices=("data", "one"),
                           doc="data: per-unit std of the training data; one: σ = 1")
@@ -38,7 +37,6 @@ GaussianRBMOptions = GaussianBernoulliRBMOptions  # the earlier name, kept as an
 
 
 class GaussianBernoulliRBM(RBMBase):
-    name = "grbm"
     Config = GaussianBernoulliRBMOptions
 
     def setup(self, info) -> None:

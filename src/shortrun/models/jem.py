@@ -44,7 +44,6 @@ UNLABELLED = -1
 
 @dataclass
 class JEMOptions(ModelOptions):
-    name: str = fld("jem")
     n_classes: int = fld(10, gt=1)
     width: int = fld(32, gt=0, doc="recipe network: conv channels of the first block (images) "
                                    "or MLP width (vectors)")
@@ -133,7 +132,6 @@ class JEM(DensityEvalMixin, Model):
     :meth:`predict_proba`, :meth:`energy`, :meth:`ood_score` and ``sample(n, y=...)``.
     """
 
-    name = "jem"
     Config = JEMOptions
     supervised = True
     networks = ("classifier",)

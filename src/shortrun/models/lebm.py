@@ -88,7 +88,6 @@ def anomaly_scores_from_terms(terms: dict[str, torch.Tensor], sigma: float,
 
 @dataclass
 class LEBMOptions(DAMCRecipeKeys, LatentPriorOptions):
-    name: str = fld("lebm")
     generator: str = fld("auto", choices=GENERATORS, doc="auto: picked from the data shape")
     ngf: int = fld(64, gt=0, doc="generator width")
     llhd_sigma: float = fld(0.3, gt=0, doc="σ of the observation noise ε ~ N(0, σ²I)")
@@ -133,7 +132,6 @@ class LEBM(Model):
     options once the data's shape is known.
     """
 
-    name = "lebm"
     Config = LEBMOptions
     networks = ("generator", "prior", "chains")
 

@@ -45,7 +45,6 @@ from shortrun.models.text_nets import TokenLSTM, write_token_ids
 
 @dataclass
 class LEBMTextOptions(DAMCRecipeKeys, LatentPriorOptions):
-    name: str = fld("lebm_text")
     nz: int = fld(32, gt=0, doc="latent dimension (32 in the paper's text experiments)")
     emb: int = fld(256, gt=0, doc="decoder word-embedding size")
     hidden: int = fld(512, gt=0, doc="decoder LSTM hidden size")
@@ -59,7 +58,6 @@ class LEBMTextOptions(DAMCRecipeKeys, LatentPriorOptions):
 
 
 class LEBMText(LEBM):
-    name = "lebm_text"
     Config = LEBMTextOptions
 
     # The constructor is LEBM's: ``LEBMText(generator=decoder, prior=...)`` with the decoder a

@@ -24,7 +24,6 @@ from shortrun.models.text_nets import TokenLSTM, write_token_ids
 
 @dataclass
 class LstmLMOptions(ModelOptions):
-    name: str = fld("lstm_lm")
     emb: int = fld(256, gt=0, doc="word-embedding size")
     hidden: int = fld(512, gt=0, doc="LSTM hidden size")
     layers: int = fld(1, gt=0)
@@ -42,7 +41,6 @@ LstmLmOptions = LstmLMOptions  # the earlier name, kept as an alias
 
 
 class LstmLM(Model):
-    name = "lstm_lm"
     Config = LstmLMOptions
 
     def __init__(self, options: LstmLMOptions | None = None,

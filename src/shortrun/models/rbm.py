@@ -31,13 +31,11 @@ from shortrun.samplers.gibbs import GibbsState
 
 @dataclass
 class BernoulliRBMOptions(RBMOptions):
-    name: str = fld("rbm")
     centering: bool = fld(False, doc="centered gradient (Melchior et al. 2016)")
     offset_rate: float = fld(0.01, gt=0.0, le=1.0, doc="running-mean rate of the offsets")
 
 
 class BernoulliRBM(RBMBase):
-    name = "rbm"
     Config = BernoulliRBMOptions
     numpy_step = True  # models/rbm_fused.py computes this class's (not a subclass's) update
 

@@ -43,7 +43,6 @@ from shortrun.samplers.tempering import beta_ladder, tempering_step
 
 @dataclass
 class RBMOptions(ModelOptions):
-    name: str = fld("rbm")
     n_hidden: int = fld(64, gt=0)
     learning: str = fld("pcd", choices=("cd", "pcd", "fpcd"),
                         doc="CD-k (chains from the data), PCD-k, or fast PCD")

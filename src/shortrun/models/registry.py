@@ -1,4 +1,12 @@
-"""Model names → classes, imported lazily so the CLI starts fast."""
+"""Model names → classes, imported lazily so the CLI starts fast.
+
+:data:`MODELS` is the one place a model's name is written. Everything else that needs the
+name derives it from here: the class attribute ``Model.name`` (:class:`RegisteredName`, a
+reverse look-up by the class's import path), the ``model.name`` of options built from
+Python (:meth:`Model.__init__ <shortrun.models.base.Model>` fills it from the class), the
+``model_name`` a checkpoint records (the config's ``model.name``) and the evaluation registry
+(:mod:`shortrun.evaluation.registry`, keyed by class). Registering a model is one line here.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from shortrun.errors import ConfigError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (not models.base: it reads Model.name from here)
     from shortrun.data.base import DataInfo
-    from shortrun.models.base import Model
 
+#: name -> "module:Class". Names are a contract (recipes, run configs, checkpoints).
 MODELS: dict[str, str] = {
     "ebm": "shortrun.models.ebm:EBM",
     "dsm": "shortrun.models.score:DSM",
@@ -32,7 +40,44 @@ MODELS: dict[str, str] = {
 }
 
 
-def model_class(name: str) -> type[Model]:
+def class_path(cls: type) -> str:
+    """``"module:Class"``, the form :data:`MODELS` (and the evaluation registry) use."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def registered_name(cls: type) -> str:
+    """The name :data:`MODELS` gives ``cls``, else its nearest registered base's; ``""`` for a
+    class none of whose bases is registered (e.g. the base ``Model``)."""
+    by_path = {path: name for name, path in MODELS.items()}
+    for klass in cls.__mro__:
+        name = by_path.get(class_path(klass))
+        if name is not None:
+            return name
+    return ""
+
+
+def registered_name_of_options(options_cls: type) -> str:
+    """The name of the registered model whose ``Config`` is ``options_cls`` (``""`` if none);
+    imports the registered modules in turn, so it is for the rare Python path only
+    (``make_config(model=EBMOptions(...))``)."""
+    for name in MODELS:
+        if model_class(name).Config is options_cls:
+            return name
+    return ""
+
+
+class RegisteredName:
+    """``Model.name``: on a class, the name :data:`MODELS` gives it; on a model, its options'
+    ``name`` (the ``model.name`` its checkpoints record), else its class's. A subclass may
+    still set ``name = "..."`` itself."""
+
+    def __get__(self, obj: Any, owner: type) -> str:
+        chosen = getattr(obj.__dict__.get("options"), "name", "") if obj is not None else ""
+        return chosen or registered_name(owner)
+
+
+def model_class(name: str) -> type:
+    """The :class:`~shortrun.models.base.Model` subclass registered as ``name``."""
     if name not in MODELS:
         close = difflib.get_close_matches(name, list(MODELS), n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
@@ -42,7 +87,7 @@ def model_class(name: str) -> type[Model]:
     return getattr(importlib.import_module(module), cls)
 
 
-def build_model(cfg: Any, info: DataInfo) -> Model:
+def build_model(cfg: Any, info: DataInfo) -> Any:
     """The recipe path: networks built from ``cfg.model``'s names, ``sample.steps`` set."""
     model = model_class(cfg.model.name).from_config(cfg.model, info)
     model.sample_steps = cfg.sample.steps

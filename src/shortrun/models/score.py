@@ -76,14 +76,13 @@ class ScoreModel(DensityEvalMixin, Model):
     fields. The class picks the objective's default name (``SSM(...)`` is sliced SM).
     """
 
-    name = "dsm"
     Config = ScoreModelOptions
     networks = ("energy",)
 
     def __init__(self, energy: torch.nn.Module, options: ScoreModelOptions | None = None,
                  info: DataInfo | None = None, **option_values: Any) -> None:
-        if options is None and "name" not in option_values:
-            option_values["name"] = type(self).name
+        if options is None and "name" not in option_values and type(self).name:
+            option_values["name"] = type(self).name  # DSM(...) is ScoreModel(..., name="dsm")
         super().__init__(merge_options(ScoreModelOptions, options, option_values), info)
         self._given(energy=energy)
         self.energy = energy
@@ -156,14 +155,14 @@ class ScoreModel(DensityEvalMixin, Model):
 # ``name`` (``SSM(energy)`` is ``ScoreModel(energy, name="ssm")``); the registry builds them by
 # name. ScoreModel is the one documented class.
 class DSM(ScoreModel):
-    name = "dsm"
+    """``ScoreModel`` whose default objective is its registered name (models/registry.py)."""
 
 
 class SSM(ScoreModel):
-    name = "ssm"
+    """``ScoreModel`` whose default objective is its registered name (models/registry.py)."""
 
 
 class SM(ScoreModel):
-    name = "sm"
+    """``ScoreModel`` whose default objective is its registered name (models/registry.py)."""
 
 

@@ -257,7 +257,12 @@ def make_config(*, model: Any, data: Any, train: Any = None, sample: Any = None,
         if value is None:
             continue
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            value = _plain(dataclasses.asdict(value))
+            options = value
+            value = _plain(dataclasses.asdict(options))
+            if name == "model" and not value.get("name"):  # EBMOptions(): its model's name
+                from shortrun.models.registry import registered_name_of_options
+
+                value["name"] = registered_name_of_options(type(options))
         if not isinstance(value, dict):
             raise ConfigError(f"make_config({name}=...): expected a dict of {name} keys or an "
                               f"options dataclass; got {type(value).__name__}")

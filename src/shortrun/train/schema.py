@@ -90,6 +90,8 @@ def section_keys(section: str, options: Any) -> list[KeyInfo]:
     out = []
     for f in dataclasses.fields(options):
         default, has_default = _default(f)
+        if section == "model" and f.name == "name":  # "": each model class fills in its own
+            default = options.name
         out.append(KeyInfo(key=f"{section}.{f.name}", type=type_name(hints[f.name]),
                            bounds=bounds_text(f.metadata), value=getattr(options, f.name),
                            default=default, has_default=has_default,
