@@ -77,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "FILE.png (images, 2-D points) or FILE.txt (text: one sentence a line)")
     s.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     s.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    s.add_argument("--class", dest="label", type=int, default=None, metavar="Y",
+                   help="samples of class Y, p(x|y) (jem; ebm with --classifier)")
+    s.add_argument("--guidance", type=float, default=None, metavar="W",
+                   help="with --class: Langevin on E(x) - (1+W) log p(y|x); 0 is exact p(x|y) "
+                        "(default: the run's model.guidance, else 0)")
+    s.add_argument("--classifier", type=Path, default=None, metavar="RUN",
+                   help="with --class on an ebm run: a classifier or jem run on the same data, "
+                        "whose p(y|x) picks the class")
     _data_dir(s)
 
     e = sub.add_parser("eval", help="evaluate a trained run; writes RUN_DIR/eval.json")
@@ -211,8 +219,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out {out}: .txt is for text models; {args.run_dir} is a "
                           f"{run.model.info.kind} model ({run.cfg.model.name}), use FILE.png "
                           "or FILE.npz")
+    given = class_keywords(args, run)
     torch.manual_seed(run.cfg.sample.seed)
-    x = sample_in_chunks(run.model.sample, n, run.cfg.sample.batch_size)
+    x = sample_in_chunks(lambda k: run.model.sample(k, **given), n, run.cfg.sample.batch_size)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".npz":
         np.savez(out, x=(x if text else run.to_data_scale(x)).numpy())
@@ -222,12 +231,69 @@ def cmd_sample(args: argparse.Namespace) -> int:
         write_sentences(x, run.cfg.data, out)
     else:
         save_samples(x, run.model.info, out)
-    print(f"wrote {n} samples to {out}")
+    of_class = "" if args.label is None else f" of class {args.label}"
+    print(f"wrote {n} samples{of_class} to {out}")
     return 0
 
 
+def class_keywords(args: argparse.Namespace, run) -> dict[str, object]:
+    """``--class`` / ``--guidance`` / ``--classifier`` as keywords of the model's ``sample``
+    (``y=``, ``guidance=``, ``classifier=``), checked against what that ``sample`` takes."""
+    import inspect
+
+    from shortrun.run import load_run
+
+    if args.label is None:
+        for flag, value in (("--guidance", args.guidance), ("--classifier", args.classifier)):
+            if value is not None:
+                raise ConfigError(f"{flag} steers class-conditional samples: add --class Y, or "
+                                  f"drop {flag} for unconditional samples")
+        return {}
+    takes = inspect.signature(run.model.sample).parameters
+    name = run.cfg.model.name
+    if "y" not in takes:
+        raise ConfigError(f"--class {args.label}: {args.run_dir} (model {name}) has no "
+                          "classes; class-conditional samples come from a jem run, or an ebm run "
+                          "with --classifier RUN; drop --class for unconditional samples")
+    given: dict[str, object] = {"y": args.label}
+    if args.guidance is not None:
+        if "guidance" not in takes:
+            raise ConfigError(f"--guidance: {args.run_dir} (model {name}) samples p(x|y) "
+                              "without guidance; drop --guidance")
+        if args.guidance < 0:
+            raise ConfigError(f"--guidance {args.guidance}: must be >= 0 (0 samples p(x|y) "
+                              "exactly; larger values sharpen the class)")
+        given["guidance"] = args.guidance
+    judge = run
+    if "classifier" in takes:
+        if args.classifier is None:
+            raise ConfigError(f"--class {args.label}: {args.run_dir} (model {name}) has no "
+                              "classes of its own; add --classifier RUN, a classifier or jem run "
+                              "trained on the same data, whose p(y|x) picks the class")
+        judge = load_run(args.classifier)
+        if getattr(judge.model.options, "n_classes", None) is None:
+            raise ConfigError(f"--classifier {args.classifier}: its model "
+                              f"({judge.cfg.model.name}) gives no class probabilities; use a "
+                              "classifier or jem run")
+        if judge.model.info.to_dict() != run.model.info.to_dict():
+            raise ConfigError(f"--classifier {args.classifier}: it was trained on data of shape "
+                              f"{tuple(judge.model.info.shape)} in [{judge.model.info.low}, "
+                              f"{judge.model.info.high}], {args.run_dir} on shape "
+                              f"{tuple(run.model.info.shape)} in [{run.model.info.low}, "
+                              f"{run.model.info.high}]; use a classifier trained on the same "
+                              "data and data.scale")
+        given["classifier"] = judge.model
+    elif args.classifier is not None:
+        raise ConfigError(f"--classifier: {args.run_dir} (model {name}) is its own "
+                          "classifier; drop --classifier")
+    classes = getattr(judge.model.options, "n_classes", None)
+    if classes is not None and not 0 <= args.label < classes:
+        raise ConfigError(f"--class {args.label}: the classes are 0..{classes - 1}")
+    return given
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
-    from shortrun.evaluation.dispatch import EVAL_FILE, evaluate_run
+    from shortrun.evaluation.dispatch import EVAL_FILE, evaluate_run, table_lines
     from shortrun.evaluation.progress import Progress
     from shortrun.run import load_run
 
@@ -235,11 +301,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     run = load_run(args.run_dir, args.overrides)
     requested = [m.strip() for m in (args.metrics or "").split(",") if m.strip()]
     results = evaluate_run(run, requested, progress=Progress())
-    width = max(len(k) for k in results) if results else 0
-    print(f"{'metric':<{width}}  value")
-    for key, value in results.items():
-        shown = f"{value:.6g}" if isinstance(value, float) else str(value)
-        print(f"{key:<{width}}  {shown}")
+    for line in table_lines(results):
+        print(line)
     print(f"wrote {args.run_dir / EVAL_FILE}")
     return 0
 

@@ -174,3 +174,21 @@ def test_cli_keeps_finished_groups_when_a_later_one_fails(tmp_path, tiny_ebm_ove
     assert capsys.readouterr().err.strip() == "shortrun: error: mmd: reference set unreadable"
     saved = json.loads((run / "eval.json").read_text())
     assert saved["kl_grid"] > 0 and saved["step"] == 12 and "mmd" not in saved
+
+
+def test_the_eval_table_summarises_a_reliability_table_in_one_short_line():
+    """JEM's ``reliability`` (three lists of 15) is one short line in the table; numbers keep
+    6 digits; another long value is named by its size. eval.json is not involved."""
+    from shortrun.evaluation.dispatch import table_lines
+
+    table = {"confidence": [0.0] * 14 + [0.97], "accuracy": [0.0] * 14 + [0.9],
+             "count": [0] * 14 + [10]}
+    lines = table_lines({"ece": 0.0712345678, "ece_bins": 15, "reliability": table,
+                         "per_class": list(range(40))})
+    assert lines[0].split() == ["metric", "value"]
+    assert lines[1].split() == ["ece", "0.0712346"] and lines[2].split() == ["ece_bins", "15"]
+    assert lines[3].split(None, 1) == ["reliability", "15 bins, 1 filled: 1 over-, 0 "
+                                       "under-confident; max gap 0.07 at confidence 0.97 "
+                                       "(see shortrun report)"]
+    assert lines[4].split(None, 1) == ["per_class", "40 values; see eval.json"]
+    assert len(lines[3].split(None, 1)[1]) <= 110  # not the 900 characters of the table

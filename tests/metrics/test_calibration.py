@@ -42,3 +42,17 @@ def test_bad_inputs_say_what_was_expected():
         reliability(torch.ones(4), torch.zeros(4))
     with pytest.raises(ValueError, match=r"n_bins must be >= 1"):
         reliability(two_class([0.7]), torch.zeros(1, dtype=torch.long), n_bins=0)
+
+
+def test_reliability_summary_counts_over_and_under_confident_bins_and_the_largest_gap():
+    """The eval table's one line: bins 8 (conf 0.6, acc 0.5: over), 10 (conf 0.7, acc 0.9:
+    under) and 14 (conf 0.95, acc 1.0: under) are filled; the largest gap is 0.2 at 0.7."""
+    from shortrun.metrics.calibration import reliability_summary
+
+    confidence, accuracy, count = [0.0] * 15, [0.0] * 15, [0] * 15
+    for b, c, a, n in ((8, 0.6, 0.5, 4), (10, 0.7, 0.9, 10), (14, 0.95, 1.0, 6)):
+        confidence[b], accuracy[b], count[b] = c, a, n
+    line = reliability_summary(confidence, accuracy, count)
+    assert line == ("15 bins, 3 filled: 1 over-, 2 under-confident; max gap 0.2 at "
+                    "confidence 0.7")
+    assert reliability_summary([0.0] * 3, [0.0] * 3, [0] * 3) == "3 bins, 0 filled"

@@ -23,6 +23,7 @@ from shortrun.errors import ShortrunError
 from shortrun.evaluation.plan import EvalContext, Group, Results
 from shortrun.evaluation.progress import Progress
 from shortrun.evaluation.registry import choose_metrics, eval_spec
+from shortrun.metrics.calibration import reliability_summary
 
 EVAL_FILE = "eval.json"
 
@@ -37,14 +38,14 @@ def evaluate(cfg: Any, model: Any, metrics: list[str] | None = None, *,
     ``data`` defaults to ``load_data(cfg.data)``; ``run_dir`` receives pictures and score
     files where a metric writes them; ``on_group(group, results)`` runs after each group."""
     requested = list(metrics) if metrics else list(cfg.eval.metrics)
-    chosen = choose_metrics(model.name, cfg, model.info, requested)
+    chosen = choose_metrics(model, cfg, model.info, requested)
     if data is None:
         from shortrun.data.registry import load_data
 
         data = load_data(cfg.data)
     ctx = EvalContext(cfg, model, data, Path(run_dir) if run_dir is not None else None,
                       progress or Progress.off())
-    groups = eval_spec(model.name).plan(ctx, chosen)
+    groups = eval_spec(model).plan(ctx, chosen)
     preflight(groups)
     results: Results = {}
     # eval.seed makes eval repeatable; the caller's random stream is left as it was.
@@ -57,6 +58,37 @@ def evaluate(cfg: Any, model: Any, metrics: list[str] | None = None, *,
             if on_group is not None:
                 on_group(group, got)
     return results
+
+
+#: a value longer than this is summarised in the eval table (eval.json keeps it whole)
+TABLE_WIDTH = 60
+
+
+def table_lines(results: Results) -> list[str]:
+    """The table ``shortrun eval`` prints: one line a key, numbers to 6 digits. A reliability
+    table (JEM's ``reliability``) is summarised in one line; any other value too long for a
+    line is named by its size; eval.json has each in full."""
+    width = max([len("metric"), *(len(k) for k in results)])
+    lines = [f"{'metric':<{width}}  value"]
+    for key, value in results.items():
+        lines.append(f"{key:<{width}}  {shown_value(value)}")
+    return lines
+
+
+def shown_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, dict) and {"confidence", "accuracy", "count"} <= value.keys():
+        return (reliability_summary(value["confidence"], value["accuracy"], value["count"])
+                + " (see shortrun report)")
+    text = str(value)
+    if len(text) <= TABLE_WIDTH:
+        return text
+    if isinstance(value, dict):
+        return f"{len(value)} entries ({', '.join(map(str, value))[:TABLE_WIDTH]}); see eval.json"
+    if isinstance(value, (list, tuple)):
+        return f"{len(value)} values; see eval.json"
+    return text[:TABLE_WIDTH] + "…; see eval.json"
 
 
 def preflight(groups: list[Group]) -> None:

@@ -45,3 +45,18 @@ def reliability(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = 15) -> 
 def expected_calibration_error(probs: torch.Tensor, labels: torch.Tensor,
                                n_bins: int = 15) -> float:
     return reliability(probs, labels, n_bins).ece
+
+
+def reliability_summary(confidence: list[float], accuracy: list[float],
+                        count: list[int]) -> str:
+    """One line for a reliability table (what ``shortrun eval`` prints in place of the table):
+    how many bins hold predictions, in how many the model is over- or under-confident
+    (mean confidence above or below the bin's accuracy), and the largest gap."""
+    filled = [(c, a) for c, a, n in zip(confidence, accuracy, count, strict=True) if n > 0]
+    if not filled:
+        return f"{len(count)} bins, 0 filled"
+    over = sum(c > a for c, a in filled)
+    under = sum(c < a for c, a in filled)
+    conf, acc = max(filled, key=lambda ca: abs(ca[0] - ca[1]))
+    return (f"{len(count)} bins, {len(filled)} filled: {over} over-, {under} under-confident; "
+            f"max gap {abs(conf - acc):.3g} at confidence {conf:.3g}")
