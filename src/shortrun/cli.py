@@ -11,8 +11,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shortrun.errors import ConfigError, ShortrunError, TrainingInterrupted
+
+if TYPE_CHECKING:
+    from shortrun.run import LoadedRun
 
 
 class _Parser(argparse.ArgumentParser):
@@ -236,7 +240,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
-def class_keywords(args: argparse.Namespace, run) -> dict[str, object]:
+def class_keywords(args: argparse.Namespace, run: LoadedRun) -> dict[str, object]:
     """``--class`` / ``--guidance`` / ``--classifier`` as keywords of the model's ``sample``
     (``y=``, ``guidance=``, ``classifier=``), checked against what that ``sample`` takes."""
     import inspect

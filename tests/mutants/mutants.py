@@ -30,6 +30,8 @@ OWN_OTHER = T + "train/test_own_data_other_dataset.py::"
 STOP = T + "train/test_stop_signals.py::"
 ROUTE_CACHE = T + "test_route_cache_machine.py"
 JEM_T = T + "models/test_jem.py::"
+NAMES = T + "models/test_names.py::"
+CLASS_CLI = T + "test_cli_sample_class.py::"
 
 MUTANTS = [
     # ---------------------------------------------------------------- issue 17: the 14 that
@@ -1081,4 +1083,58 @@ MUTANTS = [
          tests=[T + "sklearn/test_density.py::"
                 "test_other_dimensions_take_log_z_from_ais_which_matches_a_fine_grid"],
          why="the density in 3-D is left unnormalised"),
+    # ---------------------------------------------------------------- issues 42/45: one name
+    # a model (models/registry.py), `shortrun sample --class`, the eval table's reliability line
+    dict(id="name_ignores_the_options", file=SR + "models/registry.py",
+         original="return chosen or registered_name(owner)",
+         replacement="return registered_name(owner)",
+         tests=[NAMES + "test_models_built_in_python_carry_their_name_in_their_options"],
+         why="ScoreModel(energy, name='sm') calls itself dsm: eval and checkpoints disagree"),
+    dict(id="options_name_not_filled", file=SR + "models/base.py",
+         original='if getattr(self.options, "name", None) == "":', replacement="if False:",
+         tests=[NAMES + "test_models_built_in_python_carry_their_name_in_their_options"],
+         why="a model built in Python records an empty model.name in its run"),
+    dict(id="make_config_options_unnamed", file=SR + "train/config.py",
+         original='value["name"] = registered_name_of_options(type(options))',
+         replacement="None",
+         tests=[NAMES + "test_models_built_in_python_carry_their_name_in_their_options"],
+         why="make_config(model=BernoulliRBMOptions(...)) loses the model's name"),
+    dict(id="eval_registry_no_bases", file=SR + "evaluation/registry.py",
+         original="for klass in cls.__mro__:", replacement="for klass in (cls,):",
+         tests=[NAMES + "test_every_registered_name_is_its_class_name_and_keeps_its_evaluation"],
+         why="dsm/ssm/sm, grbm, ed_rbm, nce/ed lose their evaluation"),
+    dict(id="sample_class_not_passed", file=SR + "cli.py",
+         original='given: dict[str, object] = {"y": args.label}',
+         replacement="given: dict[str, object] = {}",
+         tests=[CLASS_CLI + "test_jem_class_and_guidance_reach_its_sample"],
+         why="`shortrun sample --class 3` draws unconditional samples"),
+    dict(id="sample_guidance_not_passed", file=SR + "cli.py",
+         original='given["guidance"] = args.guidance', replacement="None",
+         tests=[CLASS_CLI + "test_jem_class_and_guidance_reach_its_sample"],
+         why="--guidance is accepted and ignored"),
+    dict(id="sample_classifier_not_passed", file=SR + "cli.py",
+         original='given["classifier"] = judge.model', replacement="None",
+         tests=[CLASS_CLI + "test_ebm_class_uses_the_classifier_run"],
+         why="an ebm's --classifier run never reaches EBM.sample"),
+    dict(id="sample_keywords_dropped", file=SR + "cli.py",
+         original="lambda k: run.model.sample(k, **given)", replacement="run.model.sample",
+         tests=[CLASS_CLI + "test_jem_class_and_guidance_reach_its_sample"],
+         why="every class flag is checked and then dropped"),
+    dict(id="sample_class_range_unchecked", file=SR + "cli.py",
+         original="if classes is not None and not 0 <= args.label < classes:",
+         replacement="if False:",
+         tests=[CLASS_CLI + "test_misuse_is_one_line_naming_the_fix"],
+         why="--class 10 on a 10-class run fails with the Python message, not the flag's"),
+    dict(id="reliability_over_under_swapped", file=SR + "metrics/calibration.py",
+         original="over = sum(c > a for c, a in filled)",
+         replacement="over = sum(c < a for c, a in filled)",
+         tests=[T + "metrics/test_calibration.py"],
+         why="the eval table calls an under-confident model over-confident"),
+    dict(id="eval_table_prints_the_whole_reliability", file=SR + "evaluation/dispatch.py",
+         original='if isinstance(value, dict) and {"confidence", "accuracy", "count"} <= '
+                  "value.keys():",
+         replacement="if False:",
+         tests=[T + "evaluation/test_dispatch.py::"
+                "test_the_eval_table_summarises_a_reliability_table_in_one_short_line"],
+         why="JEM's reliability table is not summarised in the eval table"),
 ]
