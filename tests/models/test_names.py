@@ -31,7 +31,7 @@ def test_score_shorthands_are_the_one_score_model():
 
 
 # --- one name a model: written once, in models/registry.py ----------------------------------
-# the evaluation each registered name had when the evaluation registry was keyed by name
+# each registered name's evaluation, pinned: the class-keyed registry must give exactly these
 EVALUATION_OF = {
     "ebm": "likelihood:EBM", "dsm": "likelihood:EBM", "ssm": "likelihood:EBM",
     "sm": "likelihood:EBM", "rbm": "rbm:SPEC", "grbm": "rbm:SPEC", "ed_rbm": "rbm:SPEC",
