@@ -40,117 +40,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from route_race import BASE, Cand, chosen, others, race, summary, use_routes
 
 PARTS = ("cd1", "langevin", "generator", "lebm")
 PLAIN = {"rbm": "torch", "rbm_step": "torch", "mlp": "torch", "conv": "nchw", "deconv": "conv"}
-BASE = "plain torch"
-
-
-@dataclass
-class Cand:
-    """One way to run a workload: ``fn`` runs one call; ``pins`` and ``policy`` (``auto``,
-    ``fixed`` or a recorded file) are set before each of its blocks when ``switch``."""
-
-    label: str
-    fn: Callable[[], object]
-    family: str | None = None  # the family whose gain this candidate measures
-    base: str = BASE
-    pins: dict[str, str] = field(default_factory=dict)
-    policy: str = "auto"
-    switch: bool = True
-
-
-def use_routes(pins: dict[str, str], policy: str) -> None:
-    """Exactly these pins and this ``train.routes`` policy, every memoised route forgotten."""
-    from shortrun import route_policy, routes
-
-    for k in [k for k in os.environ if k.startswith("SHORTRUN_ROUTE")]:
-        del os.environ[k]
-    for fam, route in pins.items():
-        os.environ[f"SHORTRUN_ROUTE_{fam.upper()}"] = route
-    route_policy.use(policy)
-    routes.forget()
-
-
-def replay_file(chosen: dict[str, str]) -> str:
-    """A provenance record naming ``chosen`` (key -> route), for ``train.routes`` replay."""
-    fd, path = tempfile.mkstemp(prefix="route-gains-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump({"routes": {"chosen": chosen}}, f)
-    return path
-
-
-def discovered(family: str) -> dict[str, list[str]]:
-    """The keys of ``family`` raced so far in this process and each key's candidates."""
-    from shortrun import routes
-
-    return {k: list(v.get("us", {})) for k, v in routes.remembered().items()
-            if k.split("|")[0] == family}
-
-
-def others(family: str, plain: str, pins: dict[str, str]) -> list[tuple[str, dict, str]]:
-    """(route, pins, policy) for every raced route of ``family`` other than ``plain``: by pin
-    where the route has a pin name, else by replaying a record of it on every raced key."""
-    from shortrun import routes
-
-    keys = discovered(family)
-    names = sorted({n for ns in keys.values() for n in ns} - {plain})
-    out = []
-    for name in names:
-        if name in routes.FAMILIES[family]:
-            out.append((name, {**pins, family: name}, "auto"))
-        else:  # the family's own pin would win over the record
-            unpinned = {f: r for f, r in pins.items() if f != family}
-            out.append((name, unpinned, replay_file({k: name for k, ns in keys.items()
-                                                     if name in ns})))
-    return out
-
-
-def chosen(prefix: str) -> dict[str, str]:
-    """Each raced key of this process with ``route (times in µs)``."""
-    from shortrun import routes
-
-    return {k: f"{v['name']} ({', '.join(f'{n} {t:g}' for n, t in v.get('us', {}).items())})"
-            for k, v in routes.remembered().items() if k.startswith(prefix)}
-
-
-def race(cands: list[Cand], rounds: int, calls: int) -> dict[str, list[float]]:
-    """Seconds per call of each candidate, one block of ``calls`` per round, rotated order."""
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    n = torch.get_num_threads()
-    times: dict[str, list[float]] = {c.label: [] for c in cands}
-    for r in range(rounds):
-        for c in cands[r % len(cands):] + cands[:r % len(cands)]:
-            # every block starts at the caller's threads (a NumPy@1 route caps NumPy's pool)
-            torch.set_num_threads(n)
-            threadpool_limits(limits=n, user_api="blas")
-            if c.switch or r == 0:
-                use_routes(c.pins, c.policy)
-                c.fn()
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                c.fn()
-            times[c.label].append((time.perf_counter() - t0) / calls)
-    use_routes({}, "auto")
-    return times
-
-
-def summary(name: str, threads: int, cands: list[Cand], times: dict[str, list[float]],
-            calls: int, routes_seen: dict[str, str]) -> dict:
-    rows = []
-    for c in cands:
-        ts = times[c.label]
-        base = times.get(c.base)
-        gains = [b / t for b, t in zip(base, ts, strict=True)] if base and c.label != c.base else []
-        rows.append({"label": c.label, "family": c.family, "base": c.base, "times": ts,
-                     "gains": gains})
-    return {"name": name, "threads": threads, "calls": calls, "cands": rows,
-            "routes": routes_seen}
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -313,8 +208,6 @@ def generator_part(threads: int, rounds: int, quick: bool) -> list[dict]:
 
 def lebm_part(threads: int, rounds: int, quick: bool) -> list[dict]:
     import torch
-
-    sys.path.insert(0, str(Path(__file__).parent))
     from lebm_speed import SVHN, reference_iteration, reference_nets
 
     from shortrun.models.base import OptimOptions
@@ -372,10 +265,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (lebm: 3)")
     ap.add_argument("--json", type=Path, default=Path("runs/route_gains.json"),
-                    help="results, merged into this file part by part")
+                    help="results, merged into this file run by run")
     ap.add_argument("--report", type=Path, default=None,
                     help="write the Markdown report here (default: bench/results/"
                          "route-gains-<cpu>.md; '-' for none)")
+    ap.add_argument("--tag", default="", help="a label for this run in the JSON and the report "
+                    "(a run of the same parts and threads without one replaces the earlier)")
     ap.add_argument("--quick", action="store_true", help="toy sizes (the times mean nothing)")
     args = ap.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p]
@@ -406,6 +301,7 @@ def main(argv: list[str] | None = None) -> None:
     data["machine"] = machine_lines()
     data["slug"] = cpu_slug()
     for part in args.parts:
+        key = f"{part}, {'/'.join(map(str, args.thread_counts))} thread(s)"
         entry = {"load_before": load_average(), "date": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                         time.gmtime()),
                  "commit": commit(), "command": " ".join(["python", *sys.argv]),
@@ -418,7 +314,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{part}: {n} thread(s) done, load {load_average()}", flush=True)
             # written after each thread count, so an interrupted run keeps what it measured
             entry["load_after"], entry["wall_s"] = load_average(), time.perf_counter() - t0
-            data["parts"][part] = entry
+            data["parts"][key + (f", {args.tag}" if args.tag else "")] = entry
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(data, indent=1))
     report = args.report or Path(__file__).parent / "results" / f"route-gains-{data['slug']}.md"

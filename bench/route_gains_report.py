@@ -51,6 +51,25 @@ def best_gains(data: dict, dropped: bool = False
     return best
 
 
+def lead_split(workload: dict) -> list[str]:
+    """For the LEBM iteration: its lead over the official formulation split into the graph
+    (plain torch over the official formulation) and the routes (fixed and auto over plain
+    torch), each round by round."""
+    times = {c["label"]: c["times"] for c in workload["cands"]}
+    ref, plain = times.get("official formulation"), times.get("plain torch")
+    if not ref or not plain:
+        return []
+
+    def over(base: list[float], other: list[float]) -> str:
+        return gain_text([b / t for b, t in zip(base, other, strict=True)])
+
+    out = [f"The lead split, round by round: the graph (plain torch over the official "
+           f"formulation) {over(ref, plain)}"]
+    out += [f"; the routes, {name} over plain torch {over(plain, times[name])}"
+            for name in ("fixed", "auto") if name in times]
+    return ["", "".join(out) + "."]
+
+
 def render(data: dict) -> str:
     lines = ["# Route gains per family (bench/route_gains.py)", ""]
     lines += [f"- {m}" for m in data["machine"]]
@@ -77,6 +96,7 @@ def render(data: dict) -> str:
                 lines.append(f"| {c['label']} | {c['family'] or '–'} | {_time(c['times'])} | "
                              f"{gain_text(c['gains'])} | "
                              f"{c['base'] if c['gains'] else '–'} |")
+            lines += lead_split(w)
             if w["routes"]:
                 lines += ["", "Routes the engine chose here (key: route (µs per candidate in "
                           "its race)):", ""]
