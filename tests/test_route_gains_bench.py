@@ -1,5 +1,5 @@
 """bench/route_gains.py's argument handling and report, without timing anything (the bench
-itself is run by hand: bench/README, "Route gains")."""
+itself is run by hand: bench/README, "Route gains per family (issue 42)")."""
 
 from __future__ import annotations
 
