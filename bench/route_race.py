@@ -4,6 +4,8 @@ interleaved rounds, and gains taken round by round."""
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import tempfile
@@ -45,7 +47,13 @@ def replay_file(chosen: dict[str, str]) -> str:
     fd, path = tempfile.mkstemp(prefix="route-gains-", suffix=".json")
     with os.fdopen(fd, "w") as f:
         json.dump({"routes": {"chosen": chosen}}, f)
+    atexit.register(_remove, path)
     return path
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.remove(path)
 
 
 def discovered(family: str) -> dict[str, list[str]]:
@@ -107,6 +115,8 @@ def race(cands: list[Cand], rounds: int, calls: int) -> dict[str, list[float]]:
 
 def summary(name: str, threads: int, cands: list[Cand], times: dict[str, list[float]],
             calls: int, routes_seen: dict[str, str]) -> dict:
+    """One workload's record: each candidate's seconds per call over the rounds and its gains
+    over its baseline, round by round."""
     rows = []
     for c in cands:
         ts = times[c.label]
