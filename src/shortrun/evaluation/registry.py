@@ -27,7 +27,7 @@ EVALUATORS: dict[str, str] = {
     "nce": "shortrun.evaluation.density:SPEC",
     "ed": "shortrun.evaluation.density:SPEC",
     "ed_rbm": "shortrun.evaluation.rbm:SPEC",
-    "ed_lebm": "shortrun.evaluation.lebm:SPEC",
+    "ed_lebm": "shortrun.evaluation.likelihood:LEBM",  # lebm's SPEC plus loglik
     "jem": "shortrun.evaluation.jem:SPEC",
 }
 
