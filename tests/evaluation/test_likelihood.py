@@ -156,7 +156,7 @@ def test_two_d_mlp_energy_matches_the_grid_within_002_nats():
 
 
 def test_loglik_is_a_metric_of_the_continuous_families_only():
-    for name in ("lebm", "ed_lebm", "dual_mcmc", "ebm"):
+    for name in ("lebm", "ed_lebm", "dual_mcmc", "ebm", "nce", "ed"):
         assert "loglik" in eval_spec(name).metrics
     assert "loglik" not in eval_spec("classifier").metrics
     info = DataInfo(shape=(2,), kind="vector")

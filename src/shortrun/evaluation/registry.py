@@ -24,8 +24,8 @@ EVALUATORS: dict[str, str] = {
     "lebm": "shortrun.evaluation.likelihood:LEBM",  # lebm's SPEC plus loglik
     "lebm_text": "shortrun.evaluation.text:LEBM_TEXT",
     "lstm_lm": "shortrun.evaluation.text:LSTM_LM",
-    "nce": "shortrun.evaluation.density:SPEC",
-    "ed": "shortrun.evaluation.density:SPEC",
+    "nce": "shortrun.evaluation.likelihood:EBM",
+    "ed": "shortrun.evaluation.likelihood:EBM",
     "ed_rbm": "shortrun.evaluation.rbm:SPEC",
     "ed_lebm": "shortrun.evaluation.likelihood:LEBM",  # lebm's SPEC plus loglik
     "jem": "shortrun.evaluation.jem:SPEC",
