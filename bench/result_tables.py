@@ -13,8 +13,8 @@ number, change or add the result file and rerun this script; never edit a block 
 
 Sources: the anomaly protocol's ``d{digit}/s{seed}/result.json`` files
 (bench/lebm_anomaly_protocol.py; trapezoid AUPRC, the papers' formula, mean ± sample std over
-the seeds kept), the same-budget DAMC runs' ``eval.json`` files, and the ``make bench`` speed
-files (``bench/results/<cpu>.md``, the column "shortrun better by").
+the seeds kept), the same-budget DAMC and ED-LEBM runs' ``eval.json`` files, and the
+``make bench`` speed files (``bench/results/<cpu>.md``, the column "shortrun better by").
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-DOCS = ("docs/lebm.md", "docs/damc.md", "bench/README.md")
+DOCS = ("docs/lebm.md", "docs/damc.md", "bench/README.md", "docs/losses.md")
 VARIANTS = ("joint", "joint_sigma", "tilt", "unweighted")
 LABEL = {"joint": "joint (the paper's score)", "joint_sigma": "joint, σ′ chosen on validation",
          "tilt": "tilt", "unweighted": "unweighted"}
@@ -158,6 +158,58 @@ def fd_table() -> list[str]:
     return lines
 
 
+def ed_lebm_table() -> list[str]:
+    """ED-LEBM (`ed_lebm_mnist`) beside the 2020 prior and DAMC of `fd_table` at the same
+    15-minute budget: FD and test MSE, mean ± sample std over each side's seeds, and every
+    side's seed-1 values (the seed all three ran); FDs with another extractor are refused."""
+    sides = (("`lebm_mnist` (2020 prior, 60-step prior chain)", "damc_fd_same_budget",
+              "_langevin_3000"),
+             ("`damc_mnist_short` (DAMC amortizer, 10-step posterior chain)",
+              "damc_fd_same_budget", "_damc_1850"),
+             ("`ed_lebm_mnist` (energy discrepancy, no prior chain)", "ed_lebm_same_budget", ""))
+    lines = ["| recipe | iterations | seeds | FD | test MSE | FD, seed 1 | test MSE, seed 1 |",
+             "|---|---|---|---|---|---|---|"]
+    extractors = set()
+    for label, directory, suffix in sides:
+        runs = sorted((RESULTS / directory).glob(f"s[0-9]*{suffix}/eval.json"))
+        runs = [r for r in runs if r.parent.name[1:].split("_")[0].isdigit()
+                and r.parent.name.endswith(suffix)]
+        ev = {int(r.parent.name[1:].split("_")[0]): json.loads(r.read_text()) for r in runs}
+        extractors |= {e["fd_extractor_sha256"] for e in ev.values()}
+
+        def ms(key: str, digits: int, ev: dict = ev) -> str:
+            a = np.array([e[key] for e in ev.values()])
+            if len(a) == 1:
+                return f"{a[0]:.{digits}f} (one seed)"
+            return f"{a.mean():.{digits}f} ± {a.std(ddof=1):.{digits}f}"
+
+        steps = sorted({e["step"] for e in ev.values()})
+        lines.append(f"| {label} | {', '.join(map(str, steps))} | "
+                     f"{', '.join(map(str, sorted(ev)))} | {ms('fd', 2)} | {ms('mse', 4)} | "
+                     f"{ev[1]['fd']:.2f} | {ev[1]['mse']:.4f} |")
+    if len(extractors) != 1:
+        raise SystemExit(f"ed-lebm-fd: the runs' FD extractors differ ({sorted(extractors)}); "
+                         "FDs are comparable only with the same extractor")
+    return lines
+
+
+def ed_lebm_loglik_table() -> list[str]:
+    """The test log-likelihood lines (`bench/loglik_table.py`) of the ED-LEBM runs."""
+    lines = ["| run | test log p(x), nats per image (± s.e.) | bits/dim | BDMC on simulated "
+             "data: lower / upper (gap) | AIS ESS | CPU s |", "|---|---:|---:|---:|---:|---:|"]
+    for path in sorted((RESULTS / "ed_lebm_same_budget").glob("s[0-9]*/loglik.jsonl")):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            lines.append(
+                f"| `{r['recipe']}`, {path.parent.name}, {r['step']} iterations; "
+                f"{r['loglik_n']:.0f} test images, {r['loglik_betas']:.0f} betas, "
+                f"{r['loglik_chains']:.0f} chains | {r['loglik']:.2f} ± {r['loglik_se']:.2f} | "
+                f"{r['loglik_bpd']:.3f} | {r['bdmc_lower']:.2f} / {r['bdmc_upper']:.2f} "
+                f"({r['bdmc_gap']:.2f}; {r['bdmc_n']:.0f} points) | "
+                f"{r['loglik_ess']:.1f} of {r['loglik_chains']:.0f} | {r['cpu_s']:.0f} |")
+    return lines
+
+
 SPEED_FILES = ("amd-epyc-avx512-f25m17.md", "amd-epyc-avx512-f26m2.md", "amd-epyc-avx512.md",
                "amd-epyc-avx2.md")
 SPEED_ROWS = (  # label, pattern of the results file's row name
@@ -227,6 +279,8 @@ TABLES: dict[str, Callable[[], list[str]]] = {
     "damc-variants-joint": lambda: source_table(DAMC_ROWS, "joint"),
     "damc-variants-tilt": lambda: source_table(DAMC_ROWS, "tilt"),
     "damc-fd": fd_table,
+    "ed-lebm-fd": ed_lebm_table,
+    "ed-lebm-loglik": ed_lebm_loglik_table,
     "speed": speed_table,
 }
 

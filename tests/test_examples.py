@@ -14,7 +14,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 SMALL = {"rbm_numpy.py": 20, "ebm_own_energy.py": 5, "lebm_own_generator.py": 5,
          "dual_mcmc_own_networks.py": 3, "load_run.py": 3, "sklearn_digits.py": 1,
          "sklearn_grid_search.py": 1, "log_likelihood.py": 5,
-         "jem_own_classifier.py": 5}
+         "jem_own_classifier.py": 5, "chain_free_own_energy.py": 5}
 
 
 def test_every_example_has_a_small_size():

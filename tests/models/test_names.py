@@ -37,7 +37,8 @@ EVALUATION_OF = {
     "sm": "likelihood:EBM", "rbm": "rbm:SPEC", "grbm": "rbm:SPEC", "ed_rbm": "rbm:SPEC",
     "classifier": "classifier:SPEC", "dual_mcmc": "likelihood:DUAL_MCMC",
     "lebm": "likelihood:LEBM", "lebm_text": "text:LEBM_TEXT", "lstm_lm": "text:LSTM_LM",
-    "nce": "density:SPEC", "ed": "density:SPEC", "ed_lebm": "lebm:SPEC", "jem": "jem:SPEC",
+    "nce": "likelihood:EBM", "ed": "likelihood:EBM", "ed_lebm": "likelihood:LEBM",
+    "jem": "jem:SPEC",
 }
 
 

@@ -991,6 +991,12 @@ MUTANTS = [
          original="q.lerp_(p, 1 - m.prior_ema)", replacement="q.lerp_(p, m.prior_ema)",
          tests=[T + "models/test_ed_lebm.py"],
          why="the moving average keeps 1 − rate of the old tilt instead of rate"),
+    dict(id="ed_lebm_loglik_live_prior", file=SR + "evaluation/likelihood.py",
+         original='averaged = getattr(model, "averaged_prior", None)',
+         replacement="averaged = None",
+         tests=[T + "evaluation/test_likelihood.py::"
+                "test_ed_lebm_loglik_scores_the_averaged_prior_it_samples_from"],
+         why="ED-LEBM's log-likelihood scores the live tilt, not the averaged prior it samples"),
     # ---------------------------------------------------------------- issue 45: JEM,
     # class-conditional sampling, stabilisers, recovery, calibration and OOD metrics
     dict(id="jem_pos_neg_swap", file=SR + "models/jem.py",

@@ -2,10 +2,12 @@
 ``shortrun eval --metrics loglik``.
 
 - Latent-prior models (the image LEBM with EBM or Gaussian prior, DAMC — the same model with
-  another chain source — the text LEBM, and the Dual-MCMC generator): ``log p(x)`` by
-  :func:`~shortrun.estimators.latent.latent_log_likelihood` (``Z_α`` by Monte Carlo, the
-  integral over ``z`` by AIS from the prior's Gaussian reference to the posterior), and beside
-  it the BDMC sandwich on data simulated from the model (:func:`~shortrun.estimators.latent.bdmc`).
+  another chain source —, the LEBM whose prior learns by energy discrepancy (``ed_lebm``: its
+  averaged prior, the one it samples from), the text LEBM, and the Dual-MCMC generator):
+  ``log p(x)`` by :func:`~shortrun.estimators.latent.latent_log_likelihood` (``Z_α`` by Monte
+  Carlo, the integral over ``z`` by AIS from the prior's Gaussian reference to the posterior),
+  and beside it the BDMC sandwich on data simulated from the model
+  (:func:`~shortrun.estimators.latent.bdmc`).
 - Data-space EBMs: ``log p(x) = −E(x) − log Z`` with ``log Z`` by AIS from a Gaussian fitted to
   the training data (:func:`~shortrun.estimators.annealing.ais_log_partition`). No exact model
   samples exist, so there is no sandwich: ``log Z`` is biased low, so ``log p(x)`` is biased
@@ -62,12 +64,27 @@ def latent_model_of(model: Any) -> LatentModel:
     if model.name == "dual_mcmc":
         sigma, prior_energy, tilted = m.sigma, None, False
     elif hasattr(m, "llhd_sigma") and hasattr(model, "prior_energy"):
-        sigma, prior_energy, tilted = m.llhd_sigma, model.prior_energy, model.tilt is not None
+        sigma, prior_energy, tilted = m.llhd_sigma, sampled_prior(model), model.tilt is not None
     else:
         raise ConfigError(f"log_likelihood: model {model.name!r} is not a latent model with a "
-                          "Gaussian decoder (lebm, damc, lebm_text, dual_mcmc)")
+                          "Gaussian decoder (lebm, damc, ed_lebm, lebm_text, dual_mcmc)")
     return gaussian_decoder(model.generator, sigma, m.nz, m.prior_sigma, prior_energy,
                             tilted, p.dtype, p.device)
+
+
+def sampled_prior(model: Any) -> Any:
+    """The prior energy that ``model.sample`` draws from: ED-LEBM's moving average of the tilt
+    where it keeps one (``averaged_prior``), else the live ``model.prior_energy``; the FD and
+    the log-likelihood then score the same model."""
+    averaged = getattr(model, "averaged_prior", None)
+    if averaged is None:
+        return model.prior_energy
+
+    def prior_energy(z: torch.Tensor) -> torch.Tensor:
+        with averaged():
+            return model.prior_energy(z)
+
+    return prior_energy
 
 
 def gaussian_decoder(generator: Any, sigma: float, nz: int, prior_sigma: float = 1.0,

@@ -29,8 +29,8 @@ EVALUATORS: dict[str, str] = {
     "shortrun.models.lebm:LEBM": "shortrun.evaluation.likelihood:LEBM",  # lebm's SPEC + loglik
     "shortrun.models.lebm_text:LEBMText": "shortrun.evaluation.text:LEBM_TEXT",
     "shortrun.models.lstm_lm:LstmLM": "shortrun.evaluation.text:LSTM_LM",
-    "shortrun.models.chain_free:ChainFreeEBM": "shortrun.evaluation.density:SPEC",
-    "shortrun.models.ed_lebm:EDLEBM": "shortrun.evaluation.lebm:SPEC",
+    "shortrun.models.chain_free:ChainFreeEBM": "shortrun.evaluation.likelihood:EBM",
+    "shortrun.models.ed_lebm:EDLEBM": "shortrun.evaluation.likelihood:LEBM",
     "shortrun.models.jem:JEM": "shortrun.evaluation.jem:SPEC",
 }
 
