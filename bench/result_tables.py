@@ -216,10 +216,14 @@ def speed_table() -> list[str]:
 
 
 LOGLIK_OTHER = (  # bench/results/loglik_other_mnist/<dir>/eval.json, the row's label
-    ("dual_mcmc_mnist", "Dual-MCMC generator (`dual_mcmc_mnist`)"),
     ("ebm_mnist", "`ebm_mnist` (data-space EBM)"),
-    ("rbm_mnist", "RBM (`rbm_mnist`, 16 hidden), binarized MNIST"),
+    ("rbm_mnist", "RBM (`rbm_mnist`, 16 hidden; binarized MNIST)"),
 )
+
+
+def num(v: float) -> str:
+    """Two decimals with the typographic minus of the pages."""
+    return f"{v:.2f}".replace("-", "−")
 
 
 def loglik_other_table() -> list[str]:
@@ -236,23 +240,23 @@ def loglik_other_table() -> list[str]:
         timing = path.with_name("timing.json")  # `eval` writes no times: measured around it
         if timing.exists():
             r.update(json.loads(timing.read_text()))
-        name = f"{label} ({r['step']})"
+        name = f"{label}, {r['step']} steps"
         if "loglik_test" in r:  # the RBM: exact log Z, a discrete likelihood
             lines.append(f"| {name} | all 10,000 | exact log Z | "
-                         f"{r['loglik_test']:.2f} (exact) | – | – | – | – | "
+                         f"{num(r['loglik_test'])} (exact) | – | – | – | – | "
                          f"{r['cpu_s']:.1f} ({r['wall_s']:.0f}) |")
             continue
         k = int(r["loglik_betas"]) // 4 if "loglik_log_z_betas" + str(
             int(r["loglik_betas"])) in r else int(r["loglik_betas"])
         if "bdmc_gap" in r:
-            sandwich = (f"[{r['bdmc_lower']:.2f}, {r['bdmc_upper']:.2f}], "
+            sandwich = (f"[{num(r['bdmc_lower'])}, {num(r['bdmc_upper'])}], "
                         f"S = {int(r['bdmc_n'])}")
             gap, spread = f"{r['bdmc_gap']:.1f}", "–"
         else:
             sandwich, gap = "none (no exact model samples)", "–"
             spread = " / ".join(f"{r[f'loglik_log_z_sd_betas{m * k}']:.2f}" for m in (1, 2, 4))
         lines.append(f"| {name} | first {int(r['loglik_n'])} | {int(r['loglik_betas'])} | "
-                     f"{r['loglik']:.2f} ± {r['loglik_se']:.2f} | {r['loglik_bpd']:.3f} | "
+                     f"{num(r['loglik'])} ± {r['loglik_se']:.2f} | {r['loglik_bpd']:.3f} | "
                      f"{sandwich} | {gap} | {spread} | {r['cpu_s']:.1f} ({r['wall_s']:.0f}) |")
     return lines
 
