@@ -216,6 +216,7 @@ def speed_table() -> list[str]:
 
 
 LOGLIK_OTHER = (  # bench/results/loglik_other_mnist/<dir>/eval.json, the row's label
+    ("dual_mcmc_mnist", "Dual-MCMC generator (`dual_mcmc_mnist`)"),
     ("ebm_mnist", "`ebm_mnist` (data-space EBM)"),
     ("rbm_mnist", "RBM (`rbm_mnist`, 16 hidden; binarized MNIST)"),
 )
