@@ -13,8 +13,9 @@ number, change or add the result file and rerun this script; never edit a block 
 
 Sources: the anomaly protocol's ``d{digit}/s{seed}/result.json`` files
 (bench/lebm_anomaly_protocol.py; trapezoid AUPRC, the papers' formula, mean ± sample std over
-the seeds kept), the same-budget DAMC and ED-LEBM runs' ``eval.json`` files, and the
-``make bench`` speed files (``bench/results/<cpu>.md``, the column "shortrun better by").
+the seeds kept), the same-budget DAMC and ED-LEBM runs' ``eval.json`` files, the ``make bench``
+speed files (``bench/results/<cpu>.md``, the column "shortrun better by"), and the test-set
+log-likelihoods of ``bench/results/loglik_other_mnist/*/eval.json``.
 """
 
 from __future__ import annotations
@@ -266,6 +267,53 @@ def speed_table() -> list[str]:
     return lines
 
 
+LOGLIK_OTHER = (  # bench/results/loglik_other_mnist/<dir>/eval.json, the row's label
+    ("dual_mcmc_mnist", "Dual-MCMC generator (`dual_mcmc_mnist`)"),
+    ("ebm_mnist", "`ebm_mnist` (data-space EBM)"),
+    ("rbm_mnist", "RBM (`rbm_mnist`, 16 hidden; binarized MNIST)"),
+)
+
+
+def num(v: float) -> str:
+    """Two decimals with the typographic minus of the pages."""
+    return f"{v:.2f}".replace("-", "−")
+
+
+def loglik_other_table() -> list[str]:
+    """The issue-41 rows other than the latent priors: each ``eval.json`` is what
+    ``bench/loglik_table.py`` printed (or, for the RBM, ``shortrun eval --metrics loglik``
+    wrote, with the CPU and wall seconds of that command in ``timing.json``)."""
+    lines = ["| model (training steps) | test images | AIS distributions | log p(x), nats | "
+             "bits/dim | sandwich on simulated data [lower, upper] | gap | spread of log Z "
+             "over 4 estimates, K / 2K / 4K | CPU s (wall s) |",
+             "|---" * 9 + "|"]
+    for directory, label in LOGLIK_OTHER:
+        path = RESULTS / "loglik_other_mnist" / directory / "eval.json"
+        r = json.loads(path.read_text())
+        timing = path.with_name("timing.json")  # `eval` writes no times: measured around it
+        if timing.exists():
+            r.update(json.loads(timing.read_text()))
+        name = f"{label}, {r['step']} steps"
+        if "loglik_test" in r:  # the RBM: exact log Z, a discrete likelihood
+            lines.append(f"| {name} | all 10,000 | exact log Z | "
+                         f"{num(r['loglik_test'])} (exact) | – | – | – | – | "
+                         f"{r['cpu_s']:.1f} ({r['wall_s']:.0f}) |")
+            continue
+        k = int(r["loglik_betas"]) // 4 if "loglik_log_z_betas" + str(
+            int(r["loglik_betas"])) in r else int(r["loglik_betas"])
+        if "bdmc_gap" in r:
+            sandwich = (f"[{num(r['bdmc_lower'])}, {num(r['bdmc_upper'])}], "
+                        f"S = {int(r['bdmc_n'])}")
+            gap, spread = f"{r['bdmc_gap']:.1f}", "–"
+        else:
+            sandwich, gap = "none (no exact model samples)", "–"
+            spread = " / ".join(f"{r[f'loglik_log_z_sd_betas{m * k}']:.2f}" for m in (1, 2, 4))
+        lines.append(f"| {name} | first {int(r['loglik_n'])} | {int(r['loglik_betas'])} | "
+                     f"{num(r['loglik'])} ± {r['loglik_se']:.2f} | {r['loglik_bpd']:.3f} | "
+                     f"{sandwich} | {gap} | {spread} | {r['cpu_s']:.1f} ({r['wall_s']:.0f}) |")
+    return lines
+
+
 TABLES: dict[str, Callable[[], list[str]]] = {
     "lebm-retrain": lambda: variant_table("lebm_anomaly_retrain", (1, 4, 5, 7, 9)),
     "lebm-select": lambda: variant_table("lebm_anomaly_protocol", (1, 5, 7, 9)),
@@ -282,6 +330,7 @@ TABLES: dict[str, Callable[[], list[str]]] = {
     "ed-lebm-fd": ed_lebm_table,
     "ed-lebm-loglik": ed_lebm_loglik_table,
     "speed": speed_table,
+    "loglik-other": loglik_other_table,
 }
 
 

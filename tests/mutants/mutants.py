@@ -1143,4 +1143,19 @@ MUTANTS = [
          tests=[T + "evaluation/test_dispatch.py::"
                 "test_the_eval_table_summarises_a_reliability_table_in_one_short_line"],
          why="JEM's reliability table is not summarised in the eval table"),
+    # ---------------------------------------------------------------- issue 41 (other
+    # log-likelihood rows): 2-D data-space EBMs get 1000 AIS runs for log Z
+    dict(id="loglik_low_dim_runs_not_raised", file=SR + "evaluation/likelihood.py",
+         original="return EBM_RUNS_LOW_DIM if dim <= LOW_DIM else EBM_RUNS",
+         replacement="return EBM_RUNS",
+         tests=[T + "evaluation/test_likelihood.py::"
+                "test_two_d_defaults_hold_eight_modes_within_002_nats_of_the_grid"],
+         why="2-D EBMs get 100 AIS runs: the standard error (≈ 0.017) exceeds the 0.02-nat "
+             "target's third"),
+    dict(id="loglik_2d_first_n_test_only", file=SR + "evaluation/likelihood.py",
+         original="n = None if data.test[0].numel() <= LOW_DIM else N_TEST",
+         replacement="n = N_TEST",
+         tests=[T + "evaluation/test_likelihood.py::"
+                "test_eval_metrics_loglik_scores_every_test_point_of_a_2d_set"],
+         why="a 2-D set's loglik averages over other points than its loglik_grid"),
 ]
