@@ -130,7 +130,7 @@ def markdown(rows: list[Row], header: list[str], routes: list[str], quick: bool)
     for r in rows:
         out.append(f"- **{r.name}**")
         out += [f"  - {note}" for note in r.notes]
-    out += ["", "## Routes chosen in this run (shortrun.routes, measured fresh)", ""]
+    out += ["", "## Routes chosen in this run (shortrun.speed, measured fresh)", ""]
     out += [f"- {line}" for line in routes] or ["- none measured"]
     return "\n".join(out) + "\n"
 
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> Path:
         cache = tempfile.mkdtemp(prefix="shortrun-bench-cache-")
         atexit.register(shutil.rmtree, cache, ignore_errors=True)
         os.environ["XDG_CACHE_HOME"] = cache
-    from shortrun import routes
+    from shortrun.speed import engine as routes
 
     started, load_start = time.perf_counter(), load_average()
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,9 +1,9 @@
 """Threads chosen for the work: a run whose first step used only measured routes that chose
 one thread runs on one thread.
 
-The routes (:mod:`shortrun.routes`) time each hot product at torch's thread count and at one,
-and a second thread must win by :data:`~shortrun.routes.THREAD_MARGIN`. When every route the
-first step of a run used (:data:`shortrun.routes.MEMO`) was measured and chose one thread
+The routes (:mod:`shortrun.speed.engine`) time each hot product at torch's thread count and at one,
+and a second thread must win by :data:`~shortrun.speed.engine.THREAD_MARGIN`. When every route the
+first step of a run used (:data:`shortrun.speed.engine.MEMO`) was measured and chose one thread
 (``rbm_digits``: its 100×64×20 products, or its NumPy step on a one-thread BLAS), the step's
 remaining work (batch gathering, element-wise ops, sampling) is as small, and each parallel
 region costs a thread wake-up: a scheduler slice on a loaded machine (figures: bench/README,
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from shortrun import routes
+from shortrun.speed import engine as routes
 
 
 class ThreadsForTheWork:

@@ -3,17 +3,17 @@
 The RBM's block-Gibbs kernel and its closed-form update spend their time in skinny products
 (batch 100 × 784 × 500, and 100 × 64 × 20 for ``rbm_digits``). Three routes compute them:
 torch's BLAS (``torch.addmm``; MKL in the x86 wheels), oneDNN's JIT kernels
-(:mod:`shortrun.onednn`) and NumPy's BLAS (OpenBLAS; the tensors share memory). Which is
+(:mod:`shortrun.speed.onednn`) and NumPy's BLAS (OpenBLAS; the tensors share memory). Which is
 fastest depends on the machine: oneDNN beat torch's BLAS on one CPU measured and lost on
 another (bench/results_rbm.md); a 100×64×20 product pays more in
 thread wake-ups than it computes. So the route *and* the thread count (the current one, or one
-thread for the call) are chosen by :func:`shortrun.routes.choose`, which times them at first use
+thread for the call) are chosen by :mod:`shortrun.speed.engine`, which times them at first use
 per shape bucket and caches the winner (a second thread must win by
-:data:`shortrun.routes.THREAD_MARGIN`), and re-times them once if the chosen route runs far
+:data:`~shortrun.speed.engine.THREAD_MARGIN`), and re-times them once if the chosen route runs far
 slower than recorded. ``SHORTRUN_ROUTE=torch|onednn|numpy`` (or ``SHORTRUN_ROUTE_RBM``) pins one.
 
 Every route computes the same product in a different summation order, and none is a candidate
-before it passed the float64 cross-check (:func:`route_works`; ``tests/test_products.py``).
+before it passed the float64 cross-check (:meth:`Products.cross_check`).
 What is *not* measured: products that need autograd, are not float32/float64 on CPU, or run
 under bf16 autocast — those take the fixed order this module always had (:func:`fixed_route`:
 oneDNN when usable, else NumPy at one thread, else torch).
@@ -29,11 +29,11 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from shortrun import routes
-from shortrun.onednn import autocast_bf16, onednn_linear, onednn_usable
+from shortrun.speed import engine
+from shortrun.speed.onednn import autocast_bf16, onednn_linear, onednn_usable
 
 ROUTES = ("torch", "onednn", "numpy")
-FAMILY = "rbm"  # the RBM GEMMs; the one product family routed here so far
+FAMILY = "rbm"  # the RBM GEMMs
 
 Impl = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 
@@ -52,26 +52,6 @@ def _numpy(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch
 
 
 IMPLS: dict[str, Impl] = {"torch": _torch, "onednn": _onednn, "numpy": _numpy}
-_WORKS: dict[tuple[str, torch.dtype], bool] = {}
-
-
-def route_works(route: str, dtype: torch.dtype) -> bool:
-    """The float64 cross-check, once per route and dtype: a product of transposed views with
-    a bias agrees with float64 to the dtype's rounding (any exception: the route is out)."""
-    if (route, dtype) not in _WORKS:
-        g = torch.Generator().manual_seed(0)
-        a = torch.randn(7, 5, generator=g, dtype=dtype)
-        b = torch.randn(6, 5, generator=g, dtype=dtype).t()  # a transposed view, as the RBM
-        bias = torch.randn(6, generator=g, dtype=dtype)
-        ref = a.double() @ b.double() + bias.double()
-        tol = 1e-5 if dtype == torch.float32 else 1e-12
-        try:
-            out = IMPLS[route](a, b, bias)
-            ok = out.dtype == dtype and torch.allclose(out.double(), ref, rtol=tol, atol=tol)
-        except Exception:  # a private op or a foreign BLAS may fail in any way: not a route
-            ok = False
-        _WORKS[(route, dtype)] = bool(ok)
-    return _WORKS[(route, dtype)]
 
 
 def _applies(route: str, ts: tuple[torch.Tensor, ...]) -> bool:
@@ -112,88 +92,83 @@ def _layout(t: torch.Tensor) -> str:
 def route_key(family: str, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> str:
     """``family|dtype|threads=N|MxKxN (power-of-two buckets)|layouts|bias``: a cache key."""
     (m, k), n = a.shape, b.shape[1]
-    dims = "x".join(str(routes.bucket(d)) for d in (m, k, n))
+    dims = "x".join(str(engine.bucket(d)) for d in (m, k, n))
     return (f"{family}|{str(a.dtype).removeprefix('torch.')}|threads={torch.get_num_threads()}"
             f"|{dims}|{_layout(a)}{_layout(b)}|{'bias' if bias is not None else 'nobias'}")
 
 
-def candidates(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> dict[str, Impl]:
-    """Every route that applies to these tensors and passed :func:`route_works`, at the
-    current thread count (``torch``) and, with more than one thread, at one (``torch@1``).
-    NumPy only when torch runs one thread: its pool is matched to torch's
-    (:func:`match_blas_threads`), and two busy pools spin against each other."""
-    ts = (a, b) if bias is None else (a, b, bias)
-    n = torch.get_num_threads()
-    if n == 1 and _applies("numpy", ts):
-        match_blas_threads()  # time NumPy as the Trainer runs it
-    out: dict[str, Impl] = {}
-    for route in ROUTES:
-        if route == "numpy" and n > 1:
-            continue
-        if _applies(route, ts) and route_works(route, a.dtype):
-            out[route] = IMPLS[route]
-            if n > 1:
-                out[f"{route}@1"] = routes.on_threads(IMPLS[route], 1)
-    return out
+class Products(engine.Family):
+    """The ``rbm`` family: ``bias + a @ b`` outside autograd by torch's BLAS, oneDNN or
+    NumPy's BLAS, each at the run's threads and at one (``route@1``)."""
 
+    name, routes = FAMILY, engine.FAMILIES[FAMILY]
+    impls = engine.with_one_thread(IMPLS)
 
-def route_for(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
-              family: str = FAMILY) -> str:
-    """The route name (``onednn``, ``torch@1``, ...) this product takes: pinned, measured, or
-    the fixed order for what is not measured. The pin (``SHORTRUN_ROUTE...``) and the choice
-    are settled at a shape's first product and memoised (:data:`shortrun.routes.MEMO`;
-    :func:`shortrun.routes.forget` makes a changed pin count)."""
-    return _chosen(a, b, bias, family).name
-
-
-def _chosen(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
-            family: str = FAMILY) -> routes.Chosen:
-    if not _measurable(a, b, bias):
+    def candidates(self, a, b, bias=None) -> list[str]:
         ts = (a, b) if bias is None else (a, b, bias)
-        pinned = routes.pinned_route(family, ROUTES)
-        name = pinned if pinned in IMPLS and _applies(pinned, ts) else fixed_route(*ts)
-        return _UNWATCHED[name]
+        names = [r for r in ROUTES if _applies(r, ts)]
+        if torch.get_num_threads() > 1:
+            names += [f"{r}@1" for r in names]
+        elif "numpy" in names:
+            match_blas_threads()  # time NumPy as the Trainer runs it
+        return names
+
+    def racers(self, names, *args) -> list[str]:
+        # NumPy races only when torch runs one thread: its pool is matched to torch's
+        # (match_blas_threads), and two busy pools spin against each other
+        many = torch.get_num_threads() > 1
+        return [n for n in names if not (many and n.startswith("numpy"))]
+
+    def fixed(self, a, b, bias=None) -> str:
+        return fixed_route(*((a, b) if bias is None else (a, b, bias)))
+
+    def key(self, a, b, bias=None) -> str | None:
+        return route_key(FAMILY, a, b, bias) if _measurable(a, b, bias) else None
+
+    def check_key(self, route, a, b, bias=None):
+        return a.dtype
+
+    def cross_check(self, route, a, b, bias=None) -> bool:
+        """A product of transposed views with a bias agrees with float64 to the dtype's
+        rounding."""
+        dtype = a.dtype
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(7, 5, generator=g, dtype=dtype)
+        y = torch.randn(6, 5, generator=g, dtype=dtype).t()  # a transposed view, as the RBM
+        c = torch.randn(6, generator=g, dtype=dtype)
+        ref = x.double() @ y.double() + c.double()
+        tol = 1e-5 if dtype == torch.float32 else 1e-12
+        out = IMPLS[route](x, y, c)
+        return out.dtype == dtype and torch.allclose(out.double(), ref, rtol=tol, atol=tol)
+
+
+PRODUCTS = Products()
+
+
+def route_for(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> str:
+    """The route name (``onednn``, ``torch@1``, ...) this product takes: pinned, measured, or
+    the fixed order for what is not measured."""
+    return _chosen(a, b, bias).name
+
+
+def _chosen(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> engine.Chosen:
     # the hot path: one tuple and a dict lookup per product (a 100×64×20 product takes ~6 µs)
-    memo_key = (family, a.dtype, a.shape, b.shape, a.stride(), b.stride(), bias is None,
-                torch.get_num_threads(), torch.backends.mkldnn.enabled)
-    chosen = routes.MEMO.get(memo_key)
-    if chosen is None:
-        chosen = routes.MEMO[memo_key] = _first_route(a, b, bias, family)
-    return chosen
-
-
-def _first_route(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
-                 family: str) -> routes.Chosen:
-    ts = (a, b) if bias is None else (a, b, bias)
-    pinned = routes.pinned_route(family, ROUTES)
-    if pinned is not None:
-        return _UNWATCHED[pinned if pinned in IMPLS and _applies(pinned, ts)
-                          else fixed_route(*ts)]
-    cands = candidates(a, b, bias)
-    if not cands:
-        return _UNWATCHED[fixed_route(*ts)]
-    return routes.choose_route(route_key(family, a, b, bias), cands, a, b, bias)
-
-
-def _run(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    return _chosen(a, b, bias)(a, b, bias)
-
-
-# every name route_for can return: a route at the current threads, or at one (``torch@1``)
-_BY_NAME: dict[str, Impl] = {**IMPLS, **{f"{r}@1": routes.on_threads(f, 1)
-                                         for r, f in IMPLS.items()}}
-_UNWATCHED = {name: routes.Chosen(name, _BY_NAME) for name in _BY_NAME}
+    if _measurable(a, b, bias):
+        memo_key = (FAMILY, a.dtype, a.shape, b.shape, a.stride(), b.stride(), bias is None,
+                    torch.get_num_threads(), torch.backends.mkldnn.enabled)
+        return engine.route(PRODUCTS, memo_key, a, b, bias)
+    return engine.settle(PRODUCTS, a, b, bias)
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a @ b`` for tensors outside autograd, by the route :func:`route_for` picks.
     Transposed views are fine (no copy on any route)."""
-    return _run(a, b, None)
+    return _chosen(a, b, None)(a, b, None)
 
 
 def affine(x: torch.Tensor, W: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """``bias + x @ W`` (torch.addmm semantics), by the same routes as :func:`gemm`."""
-    return _run(x, W, bias)
+    return _chosen(x, W, bias)(x, W, bias)
 
 
 _blas_threads: int | None = None

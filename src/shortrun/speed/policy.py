@@ -1,8 +1,8 @@
 """How a run chooses its routes (``train.routes``), and what it records of them.
 
-- ``auto``: a route is chosen by timing its candidates on this machine (:mod:`shortrun.routes`),
-  remembered in the route cache; every candidate passed the same float64 cross-check, so the
-  choice changes only the summation order, not the maths.
+- ``auto``: a route is chosen by timing its candidates on this machine, or by a family's size
+  rule (:mod:`shortrun.speed.engine`), remembered in the route cache; every candidate passed
+  the same float64 cross-check, so the choice changes only the summation order, not the maths.
 - ``fixed``: no timing at all: every family takes its fixed route (the one it took before
   routes were measured), as if ``SHORTRUN_ROUTE`` pinned it, so the run's arithmetic is a
   function of its config, seed and machine alone. The behaviour fingerprints are recorded so.
@@ -40,7 +40,7 @@ def recorded(key: str) -> str | None:
 def use(value: str) -> bool:
     """Set the policy named by a ``train.routes`` value for this process. Returns whether the
     routes this process settled on so far may not be the policy's (then the caller forgets
-    them: :func:`shortrun.routes.forget`). A bad value is a :class:`ConfigError` naming the
+    them: :func:`shortrun.speed.engine.forget`). A bad value is a :class:`ConfigError` naming the
     key and the fix."""
     before = _state["mode"]
     if value in MODES:

@@ -1,15 +1,13 @@
 """The binary RBM's whole CD-k / PCD-k update in NumPy: the fast candidate of the ``rbm_step``
-route family (:mod:`shortrun.models.rbm_step_route` chooses between it and the torch step).
+route family (:mod:`shortrun.speed.rbm_step` chooses between it and the torch step).
 
 Why a second implementation of one update: for a small RBM (``rbm_digits``: 64 × 20, batch
 50, 100 chains) each product is a few thousand FLOPs, and the update's ~75 torch calls cost
 microseconds of dispatch each, several times what scikit-learn's NumPy BernoulliRBM spends a
 step, while NumPy's per-call cost is about a microsecond (bench/README, "Measurements behind
 the speed layer"). For a large RBM (784 × 500) the products dominate and torch's measured GEMM
-routes (:mod:`shortrun.products`) may win instead. So the step itself is a route, chosen per
-machine like the products (:func:`~shortrun.models.rbm_step_route.step_route`): both
-candidates run a few updates of a scratch copy of the model on the actual batch shape, and the
-faster is kept in the route cache.
+routes (:mod:`shortrun.speed.products`) may win instead. So the step itself is a route
+(:mod:`shortrun.speed.rbm_step`).
 
 The arithmetic is exactly that of :class:`shortrun.models.rbm_learning.RBMBase` with
 :class:`shortrun.models.rbm.BernoulliRBM`'s centering (Melchior, Fischer & Wiskott 2016,
@@ -17,34 +15,47 @@ Algorithm 1) and torch's SGD (momentum, weight decay on ``W``): the same positiv
 same Gibbs sweeps (Hinton 2002, Eq. 5) drawing the *same* uniforms from torch's RNG in the same
 order (:func:`shortrun.energies.rbm.uniform`), the same gradient and update. σ and softplus
 are torch's own kernels run on NumPy memory; only the summation order of the products differs,
-so before the route may be chosen it must agree with the torch step in float64 to rounding over
-two updates (:func:`~shortrun.models.rbm_step_route.numpy_works`).
+so before the route may be chosen it must agree with a float64 torch reference to rounding
+(:meth:`shortrun.speed.rbm_step.RBMStep.cross_check`).
 
 Scope: ``model.learning`` cd or pcd, ``model.chain`` gibbs, float32/float64 parameters on the
-CPU, no bf16 autocast, one process, and the optimiser the RBM builds. Everything else (FPCD,
-parallel tempering, the Gaussian RBM, data-parallel runs) takes the torch step. The parameter
-update is the optimiser's own ``step()`` on the gradients written into ``p.grad``, as in the torch
-step.
+CPU, no bf16 autocast, one process. Everything else (FPCD, parallel tempering, the Gaussian
+RBM, data-parallel runs) takes the torch step. The parameter update is the RBM's SGD
+(:func:`numpy_sgd` for an optimiser that declares ``numpy_form``, else its own ``step()``) on
+the gradients written into ``p.grad``, as in the torch step.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from shortrun.energies.rbm import UNIFORM_NUMPY_FROM, uniform
-from shortrun.models.rbm_sgd import RBMSGD
-from shortrun.products import match_blas_threads
+from shortrun.speed.products import match_blas_threads
 
 if TYPE_CHECKING:
     from shortrun.energies.rbm import BernoulliRBMParams
 
-# A BernoulliRBM, named by its role: importing models/rbm.py here would close an import circle
-# (rbm -> rbm_learning -> rbm_fused -> rbm)
-RBM = torch.nn.Module
 
+@dataclass(frozen=True)
+class StepOptions:
+    """What the update needs beyond tensors: ``learning`` (cd | pcd), ``k`` Gibbs sweeps,
+    centering (Melchior et al. 2016) and its offsets' running-mean rate."""
+
+    learning: str
+    k: int
+    centered: bool = False
+    offset_rate: float = 0.01
+
+
+# the tensors of one binary RBM's update: W, b, c (parameters), mu, lam (centering offsets) and
+# the persistent chains (None under CD)
+Tensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                "torch.Tensor | None"]
 
 
 # torch splits an elementwise op over its OpenMP threads from this many elements; those threads
@@ -142,25 +153,24 @@ def _sweep(u_h: np.ndarray, u_v: np.ndarray, W: np.ndarray, b: np.ndarray, c: np
 
 
 class _Workspace:
-    """What one update reads and writes, made once per model, batch size and tensor set:
-    NumPy views of the parameters, offsets, chains and gradients (``.numpy()`` costs ~2.4 µs
-    and an update needs two dozen), and scratch arrays laid out so that nothing is
-    concatenated: data rows first, chain rows after, as the free energies and ``Wᵀ``'s
-    gradient stack them."""
+    """What one update reads and writes, made once per tensor set and batch size: NumPy views
+    of the parameters, offsets, chains and gradients (``.numpy()`` costs ~2.4 µs and an
+    update needs two dozen), and scratch arrays laid out so that nothing is concatenated:
+    data rows first, chain rows after, as the free energies and ``Wᵀ``'s gradient stack them."""
 
-    def __init__(self, model: RBM, n_pos: int, tensors: tuple[torch.Tensor, ...],
-                 key: tuple) -> None:
+    def __init__(self, tensors: Tensors, n_pos: int, opts: StepOptions, key: tuple) -> None:
         self.tensors, self.key = tensors, key
-        self.params = tensors[:3]
-        dtype = model.W.dtype
-        nv, nh, k = model.n_visible, model.n_hidden, model.options.k
-        self.pcd = model.options.learning == "pcd"
+        W_t, b_t, c_t, mu_t, lam_t, chains_t = tensors
+        self.params = (W_t, b_t, c_t)
+        dtype = W_t.dtype
+        (nv, nh), k = W_t.shape, opts.k
+        self.pcd = chains_t is not None
         self.n_pos = n_pos
-        self.n_neg = model.source.chains.shape[0] if self.pcd else n_pos
+        self.n_neg = chains_t.shape[0] if chains_t is not None else n_pos
         n = n_pos + self.n_neg
-        self.W, self.b, self.c = (p.detach().numpy() for p in (model.W, model.b, model.c))
-        self.mu, self.lam = model.mu.numpy(), model.lam.numpy()
-        self.chains = model.source.chains.numpy() if self.pcd else None
+        self.W, self.b, self.c = (p.detach().numpy() for p in self.params)
+        self.mu, self.lam = mu_t.numpy(), lam_t.numpy()
+        self.chains = chains_t.numpy() if chains_t is not None else None
 
         def pair(*shape: int) -> tuple[torch.Tensor, np.ndarray]:
             t = torch.empty(shape, dtype=dtype)
@@ -177,7 +187,7 @@ class _Workspace:
                                            np.full(self.n_neg, 1.0 / self.n_neg)]
                                           ).astype(self.W.dtype)
         self.data_mean_weights = np.full(n_pos, 1.0 / n_pos, dtype=self.W.dtype)
-        self.grads = tuple(pair(*p.shape) for p in (model.W, model.b, model.c))
+        self.grads = tuple(pair(*p.shape) for p in self.params)
         self.k, self.nh, self.nv = k, nh, nv
         self.t_u = torch.empty(k * self.n_neg * (nh + nv), dtype=dtype)  # the step's uniforms
 
@@ -186,88 +196,155 @@ class _Workspace:
         return _draw_sweeps(self.k, self.n_neg, self.nh, self.nv, self.t_u, out=self.t_u)
 
 
-def _workspace(model: RBM, n_pos: int) -> _Workspace:
-    """The model's workspace for batches of ``n_pos``, rebuilt when an option it depends on
-    changed or a tensor it views was replaced (``.to()``, a new chain set)."""
-    m = model.options
-    params, buffers = model._parameters, model._buffers
-    tensors = (params["W"], params["b"], params["c"], buffers["mu"], buffers["lam"],
-               *((model.source.chains,) if m.learning == "pcd" else ()))
-    key = (n_pos, m.learning, m.k, *(t.data_ptr() for t in tensors))
-    ws = model.__dict__.get("_numpy_workspace")
-    if (ws is None or ws.key != key or len(ws.tensors) != len(tensors)
+class PerTensor(dict):
+    """``state(t)``: a dict of state kept for tensor ``t`` while it lives (a
+    ``WeakKeyDictionary`` cannot hold tensors: their ``==`` is elementwise)."""
+
+    def state(self, t: torch.Tensor) -> dict:
+        k = id(t)
+        entry = self.get(k)
+        if entry is None or entry[0]() is not t:
+            def drop(ref: weakref.ref, k: int = k) -> None:
+                if self.get(k, (None,))[0] is ref:
+                    del self[k]
+            entry = self[k] = (weakref.ref(t, drop), {})
+        return entry[1]
+
+
+# per weight tensor: its workspace (rebuilt when a tensor it views was replaced)
+_WORKSPACES = PerTensor()
+
+
+def _workspace(tensors: Tensors, n_pos: int, opts: StepOptions) -> _Workspace:
+    key = (n_pos, opts, *(t.data_ptr() for t in tensors if t is not None))
+    kept = _WORKSPACES.state(tensors[0])
+    ws = kept.get("ws")
+    if (ws is None or ws.key != key
             or not all(t is u for t, u in zip(tensors, ws.tensors, strict=True))):
-        ws = _Workspace(model, n_pos, tensors, key)
-        model.__dict__["_numpy_workspace"] = ws
+        ws = kept["ws"] = _Workspace(tensors, n_pos, opts, key)
     return ws
 
 
-class NumpyStep:
-    """One update of ``model`` (a :class:`BernoulliRBM`) with ``optimizer`` (its SGD), on NumPy
-    views of the parameters, buffers and momentum buffers: ``step(batch) -> metrics``."""
+def gradients(tensors: Tensors, batch: torch.Tensor, opts: StepOptions,
+              blas_threads: int | None = None) -> dict[str, float]:
+    """The update up to the optimiser: block Gibbs from the data (CD) or the chains (PCD),
+    the centering offsets moved (with their bias shifts), and the gradients written into each
+    parameter's ``.grad``; returns the logged free energies."""
+    match_blas_threads(blas_threads)
+    serial_blas = (blas_threads or torch.get_num_threads()) == 1
+    n_pos = len(batch)
+    ws = _workspace(tensors, n_pos, opts)
+    W, b, c, mu, lam = ws.W, ws.b, ws.c, ws.mu, ws.lam
+    n_neg, centered = ws.n_neg, opts.centered
+    # rows: x = [data; chains], a and h their hidden inputs and probabilities
+    x, a, h = ws.x, ws.a, ws.h
+    v, x_neg = x[:n_pos], x[n_pos:]
+    a_pos, a_neg, h_pos, h_neg = a[:n_pos], a[n_pos:], h[:n_pos], h[n_pos:]
+    data = (batch.detach() if batch.requires_grad else batch).numpy()
+    np.copyto(v, data.reshape(n_pos, -1), casting="unsafe")
+    # the standard-form parameters of the step (BernoulliRBM.params)
+    b_eff = b - W @ lam if centered else b
+    c_eff = c - mu @ W if centered else c
 
-    def __init__(self, model: RBM, optimizer: torch.optim.Optimizer,
-                 blas_threads: int | None = None) -> None:
-        self.model, self.optimizer, self.blas_threads = model, optimizer, blas_threads
+    # the positive phase and (PCD) the chains' hidden state in one product
+    if ws.pcd:
+        x_neg[...] = ws.chains
+        _hidden_into(x, W, c_eff, a, ws.t_a, ws.t_h, serial_blas)
+    else:  # CD: the chains start at the data
+        _hidden_into(v, W, c_eff, a_pos, ws.t_a_pos, ws.t_h_pos, serial_blas)
+        x_neg[...], a_neg[...], h_neg[...] = v, a_pos, h_pos
+    for u_h, u_v in ws.uniforms():  # block Gibbs, as gibbs_step draws
+        _sweep(u_h, u_v, W, b_eff, c_eff, ws.neg, serial_blas)
+    if ws.pcd:
+        ws.chains[...] = x_neg
+    # free energies F = −xᵀb − Σ softplus(a), data rows then chain rows
+    f = x @ b_eff
+    f += _softplus_rows(ws.t_a, serial_blas)
+    f_pos = -float(np.add.reduce(f[:n_pos])) / n_pos
+    f_neg = -float(np.add.reduce(f[n_pos:])) / n_neg
 
-    def __call__(self, batch: torch.Tensor) -> dict[str, float]:
-        model = self.model
-        match_blas_threads(self.blas_threads)
-        serial_blas = (self.blas_threads or torch.get_num_threads()) == 1
-        n_pos = len(batch)
-        ws = _workspace(model, n_pos)
-        W, b, c, mu, lam = ws.W, ws.b, ws.c, ws.mu, ws.lam
-        n_neg, centered = ws.n_neg, model.centered
-        # rows: x = [data; chains], a and h their hidden inputs and probabilities
-        x, a, h = ws.x, ws.a, ws.h
-        v, x_neg = x[:n_pos], x[n_pos:]
-        a_pos, a_neg, h_pos, h_neg = a[:n_pos], a[n_pos:], h[:n_pos], h[n_pos:]
-        data = (batch.detach() if batch.requires_grad else batch).numpy()
-        np.copyto(v, data.reshape(n_pos, -1), casting="unsafe")
-        # the standard-form parameters of the step (BernoulliRBM.params)
-        b_eff = b - W @ lam if centered else b
-        c_eff = c - mu @ W if centered else c
+    if centered:  # BernoulliRBM.before_gradients: move the offsets, shift the biases
+        rate = opts.offset_rate
+        new_mu = mu + rate * (ws.data_mean_weights @ v - mu)
+        new_lam = lam + rate * (ws.data_mean_weights @ h_pos - lam)
+        b += W @ (new_lam - lam)
+        c += (new_mu - mu) @ W
+        mu[...], lam[...] = new_mu, new_lam
+        x -= mu
+        h -= lam
+    # write_gradients: ∂/∂θ [mean F(v_data) − mean F(v_k)] as row-weighted sums, W's as
+    # one product over data and chain rows
+    (t_g_W, g_W), (t_g_b, g_b), (t_g_c, g_c) = ws.grads
+    w = ws.row_weights
+    np.matmul(w, x, out=g_b)
+    np.matmul(w, h, out=g_c)
+    h *= w[:, None]
+    np.matmul(x.T, h, out=g_W)
+    for p, g in zip(ws.params, (t_g_W, t_g_b, t_g_c), strict=True):
+        if p.grad is not g:
+            p.grad = g
+    return {"loss": f_pos - f_neg, "energy_pos": f_pos, "energy_neg": f_neg}
 
-        # the positive phase and (PCD) the chains' hidden state in one product
-        if ws.pcd:
-            x_neg[...] = ws.chains
-            _hidden_into(x, W, c_eff, a, ws.t_a, ws.t_h, serial_blas)
-        else:  # CD: the chains start at the data
-            _hidden_into(v, W, c_eff, a_pos, ws.t_a_pos, ws.t_h_pos, serial_blas)
-            x_neg[...], a_neg[...], h_neg[...] = v, a_pos, h_pos
-        for u_h, u_v in ws.uniforms():  # block Gibbs, as gibbs_step draws
-            _sweep(u_h, u_v, W, b_eff, c_eff, ws.neg, serial_blas)
-        if ws.pcd:
-            ws.chains[...] = x_neg
-        # free energies F = −xᵀb − Σ softplus(a), data rows then chain rows
-        f = x @ b_eff
-        f += _softplus_rows(ws.t_a, serial_blas)
-        f_pos = -float(np.add.reduce(f[:n_pos])) / n_pos
-        f_neg = -float(np.add.reduce(f[n_pos:])) / n_neg
 
-        if centered:  # BernoulliRBM.before_gradients: move the offsets, shift the biases
-            rate = model.options.offset_rate
-            new_mu = mu + rate * (ws.data_mean_weights @ v - mu)
-            new_lam = lam + rate * (ws.data_mean_weights @ h_pos - lam)
-            b += W @ (new_lam - lam)
-            c += (new_mu - mu) @ W
-            mu[...], lam[...] = new_mu, new_lam
-            x -= mu
-            h -= lam
-        # write_gradients: ∂/∂θ [mean F(v_data) − mean F(v_k)] as row-weighted sums, W's as
-        # one product over data and chain rows
-        (t_g_W, g_W), (t_g_b, g_b), (t_g_c, g_c) = ws.grads
-        w = ws.row_weights
-        np.matmul(w, x, out=g_b)
-        np.matmul(w, h, out=g_c)
-        h *= w[:, None]
-        np.matmul(x.T, h, out=g_W)
-        for p, g in zip(ws.params, (t_g_W, t_g_b, t_g_c), strict=True):
-            if p.grad is not g:
-                p.grad = g
-        opt = self.optimizer
-        opt.step_numpy() if isinstance(opt, RBMSGD) else opt.step()
-        return {"loss": f_pos - f_neg, "energy_pos": f_pos, "energy_neg": f_neg}
+def numpy_step(tensors: Tensors, batch: torch.Tensor, opts: StepOptions, optimizer: Any,
+               blas_threads: int | None = None) -> dict[str, float]:
+    """One whole update: :func:`gradients`, then the optimiser's step (its NumPy form when it
+    declares one, :func:`numpy_sgd`)."""
+    metrics = gradients(tensors, batch, opts, blas_threads)
+    if getattr(optimizer, "numpy_form", False):
+        numpy_sgd(optimizer)
+    else:
+        optimizer.step()
+    return metrics
+
+
+_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # optimizer -> NumPy views
+
+
+def numpy_sgd(opt: Any) -> None:
+    """The RBM's SGD update (``g ← ∇ + λθ; m ← μm + g; θ ← θ − lr·m``, torch's SGD without
+    dampening or Nesterov) computed by NumPy on the tensors' memory: for a 64 × 20 RBM
+    torch's calls cost ~90 µs a step, more than the rest of the NumPy update; this ~20.
+    An optimiser with step hooks, or with parameters NumPy cannot view, takes its own
+    ``step()``."""
+    params = [p for g in opt.param_groups for p in g["params"]]
+    if opt.hooked or not all(p.device.type == "cpu"
+                             and p.dtype in (torch.float32, torch.float64) for p in params):
+        opt.step()
+        return
+    views = _VIEWS.setdefault(opt, {})
+    state = opt.state
+    for group in opt.param_groups:
+        lr, momentum, decay = group["lr"], group["momentum"], group["weight_decay"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            buf_t = state[p].get("momentum_buffer") if momentum else None
+            g, pn, buf = _views(views, p, buf_t)
+            if decay:
+                g = g + decay * pn
+            if momentum:
+                if buf is None:
+                    state[p]["momentum_buffer"] = torch.from_numpy(np.array(g, copy=True))
+                else:
+                    buf *= momentum
+                    buf += g
+                    g = buf
+            pn -= g * lr
+
+
+def _views(views: dict, p: torch.Tensor, buf_t: torch.Tensor | None
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """NumPy views of ``p``'s gradient, ``p`` and its momentum buffer, kept while the three
+    tensors are the same objects on the same memory."""
+    grad = p.grad
+    key = (p.data_ptr(), id(grad), grad.data_ptr(), id(buf_t),
+           None if buf_t is None else buf_t.data_ptr())
+    cached = views.get(id(p))
+    if cached is None or cached[0] != key:
+        cached = views[id(p)] = (key, (grad.numpy(), p.detach().numpy(),
+                                       None if buf_t is None else buf_t.numpy()))
+    return cached[1]
 
 
 # a chunk of the sampler's uniforms: at most this many numbers (4 MiB in float32) per draw

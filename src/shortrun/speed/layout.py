@@ -6,8 +6,8 @@ lose on another. With ``model.channels_last: auto`` (the default) the
 generator settles its layout at its first forward pass on CPU: both layouts run one
 posterior-chain step's work, a generator forward and the gradient with respect to the latent
 (:func:`chain_step`), at the actual batch size, dtype and thread count; the faster is kept in
-the route cache (:mod:`shortrun.routes`). Before it may be chosen, a layout must pass the
-float64 cross-check (:func:`layout_works`): the same step in float64, NCHW, agrees to float32
+the route cache (:mod:`shortrun.speed.engine`). Before it may be chosen, a layout must pass the
+float64 cross-check (:meth:`Layout.cross_check`): the same step in float64, NCHW, agrees to float32
 rounding. The arithmetic is the same either way, only the summation order differs.
 
 ``model.channels_last: true|false`` pins the layout for a run; ``SHORTRUN_ROUTE_CONV=nhwc|nchw``
@@ -22,8 +22,7 @@ import copy
 import torch
 from torch import nn
 
-from shortrun import routes
-from shortrun.models import fold_routes
+from shortrun.speed import deconv, engine
 
 FAMILY = "conv"
 FORMATS = {"nchw": torch.contiguous_format, "nhwc": torch.channels_last}
@@ -59,9 +58,9 @@ def layout_works(net: nn.Module, z: torch.Tensor, layout: str) -> bool:
     latents, agrees with the float64 NCHW step to the dtype's rounding."""
     zl, _ = _probe(tuple(z.shape), 2, layout, z.dtype, seed=1)
     tol = 1e-4 if z.dtype == torch.float32 else 1e-10
-    # the first and last layers' own routes have their own float64 check (fold_routes); here
+    # the first and last layers' own routes have their own float64 check (deconv); here
     # they run as the convolution, and nothing is timed or cached for these batch-2 copies
-    with fold_routes.unmeasured():
+    with deconv.unmeasured():
         ref_net = _copy_in(net, "nchw", torch.float64)
         with torch.no_grad():
             target = ref_net(zl.double()).mul_(0.5)  # an image the latents do not make exactly
@@ -76,30 +75,45 @@ def layout_works(net: nn.Module, z: torch.Tensor, layout: str) -> bool:
             return False
 
 
-def route_key(z: torch.Tensor, label: str) -> str:
-    """``conv|dtype|threads=N|batch=B (power-of-two bucket)|network``: a cache key."""
-    return (f"{FAMILY}|{str(z.dtype).removeprefix('torch.')}|threads={torch.get_num_threads()}"
-            f"|batch={routes.bucket(z.shape[0])}|{label}")
+class Layout(engine.Family):
+    """The ``conv`` family: ``(net, z, label)`` -> ``nchw`` or ``nhwc`` (module docstring);
+    ``label`` names the network in the cache key. Not watched: a layout is settled once."""
+
+    name, routes, watch = FAMILY, engine.FAMILIES[FAMILY], False
+    impls = {name: (lambda *a, name=name: name) for name in FORMATS}
+
+    def candidates(self, net, z, label) -> list[str]:
+        return list(FORMATS)
+
+    def fixed(self, net, z, label) -> str:
+        return FIXED
+
+    def key(self, net, z, label) -> str | None:
+        """``conv|dtype|threads=N|batch=B (power-of-two bucket)|network``."""
+        if (z.device.type != "cpu" or torch.is_autocast_enabled("cpu")
+                or z.dtype not in (torch.float32, torch.float64)):
+            return None
+        return (f"{FAMILY}|{str(z.dtype).removeprefix('torch.')}|"
+                f"threads={torch.get_num_threads()}|batch={engine.bucket(z.shape[0])}|{label}")
+
+    def check_key(self, route, net, z, label):
+        return label, z.dtype, tuple(z.shape[1:])
+
+    def cross_check(self, route, net, z, label) -> bool:
+        return layout_works(net, z, route)
+
+    def trial(self, route, net, z, label):
+        twin = _copy_in(net, route, z.dtype)
+        zl, _ = _probe(tuple(z.shape), z.shape[0], route, z.dtype, seed=2)
+        with torch.no_grad():
+            target = twin(zl)
+        return lambda: chain_step(twin, zl, target)
+
+
+LAYOUT = Layout()
 
 
 def layout_for(net: nn.Module, z: torch.Tensor, label: str) -> str:
     """``nchw`` or ``nhwc`` for ``net`` fed latents like ``z`` (``(B, nz, 1, 1)``): pinned,
-    cached or measured now (module docstring). ``label`` names the network in the cache key."""
-    pinned = routes.pinned_route(FAMILY)
-    if pinned in FORMATS:
-        return pinned
-    if (pinned is not None or z.device.type != "cpu" or torch.is_autocast_enabled("cpu")
-            or z.dtype not in (torch.float32, torch.float64)):
-        return FIXED
-    layouts = [name for name in FORMATS if layout_works(net, z, name)]
-    if len(layouts) < 2:
-        return layouts[0] if layouts else FIXED
-    key = route_key(z, label)
-    calls = {}
-    for name in layouts:
-        twin = _copy_in(net, name, z.dtype)
-        zl, _ = _probe(tuple(z.shape), z.shape[0], name, z.dtype, seed=2)
-        with torch.no_grad():
-            target = twin(zl)
-        calls[name] = (lambda twin=twin, zl=zl, target=target: chain_step(twin, zl, target))
-    return routes.choose(key, calls)
+    cached or measured now (module docstring)."""
+    return engine.settle(LAYOUT, net, z, label).name

@@ -19,8 +19,8 @@ forward differs from oneDNN's only in summation order.
 Whether the product wins depends on the CPU and the kernels oneDNN has, so each layer times
 both of its routes at its first call for each input shape bucket, layout, dtype and thread
 count (forward plus the input's gradient, what a posterior-chain step runs) and keeps the
-faster in the route cache (:mod:`shortrun.routes`). Before the product may be chosen it must
-agree with the convolution in float64 (:func:`fast_works`).
+faster in the route cache (:mod:`shortrun.speed.engine`). Before the product may be chosen it
+must agree with the convolution in float64 (:meth:`Deconv.cross_check`).
 ``SHORTRUN_ROUTE_DECONV=conv|fold|gemm`` pins the route (a layer that has no such route takes
 ``conv``); off CPU, under autocast, or with ``SHORTRUN_ROUTE`` naming another family's route,
 the layers are the plain convolution.
@@ -36,12 +36,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from shortrun import routes
+from shortrun.speed import engine
 
 FAMILY = "deconv"
 ROUTES = ("conv", "fold", "gemm")
 FIXED = "conv"
-_WORKS: dict[tuple, bool] = {}
 _UNMEASURED = [0]  # depth of :func:`unmeasured` blocks
 
 
@@ -49,9 +48,9 @@ _UNMEASURED = [0]  # depth of :func:`unmeasured` blocks
 def unmeasured() -> Iterator[None]:
     """Layers first called inside this block take ``conv`` without measuring or caching a
     route. For throwaway copies of a generator run at shapes training never uses: the
-    layout's float64 cross-check on two latents (:func:`shortrun.models.conv_routes.
-    layout_works`) would otherwise time both routes of every layer at batch 2, in float32 and
-    float64, and leave those keys in the route cache."""
+    layout's float64 cross-check on two latents (:mod:`shortrun.speed.layout`) would otherwise
+    time both routes of every layer at batch 2, in float32 and float64, and leave those keys
+    in the route cache."""
     _UNMEASURED[0] += 1
     try:
         yield
@@ -121,7 +120,6 @@ def conv(layer: nn.ConvTranspose2d, x: torch.Tensor) -> torch.Tensor:
 
 
 IMPLS = {"conv": conv, "fold": fold, "gemm": gemm}
-_UNWATCHED = {name: routes.Chosen(name, IMPLS) for name in IMPLS}
 
 
 def applies(layer: RoutedTransposedConv, x: torch.Tensor) -> bool:
@@ -146,20 +144,51 @@ def _forward_and_grad(impl, layer: nn.ConvTranspose2d, x: torch.Tensor):
     return y.detach(), g
 
 
-def fast_works(layer: RoutedTransposedConv) -> bool:
-    """The float64 cross-check, once per layer configuration: the layer's product route and the
-    convolution agree on the output and on every gradient, in NCHW and NHWC."""
-    key = (layer.FAST, layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride,
-           layer.padding, layer.bias is not None)
-    if key not in _WORKS:
-        try:
-            # the first call may come under no_grad (a draw); the check's layer init must not
-            # move the global RNG, which the run's chains draw from
-            with torch.enable_grad(), torch.random.fork_rng(devices=[]):
-                _WORKS[key] = _cross_check(layer)
-        except Exception:  # any failure means the route is not a candidate
-            _WORKS[key] = False
-    return _WORKS[key]
+def _layout(t: torch.Tensor) -> str:
+    return ("nhwc" if t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+            else "nchw")
+
+
+class Deconv(engine.Family):
+    """The ``deconv`` family: a generator's first or last layer by the convolution or by the
+    product it is (module docstring). Not watched: each layer keeps its choice per shape."""
+
+    name, routes, impls, watch = FAMILY, engine.FAMILIES[FAMILY], IMPLS, False
+
+    def candidates(self, layer, x) -> list[str]:
+        return ["conv", layer.FAST] if applies(layer, x) else ["conv"]
+
+    def fixed(self, layer, x) -> str:
+        return FIXED
+
+    def key(self, layer, x) -> str | None:
+        """``deconv|dtype|threads=N|batch=B (bucket)|c x o x k, stride, in h x w|layout``."""
+        if _UNMEASURED[0]:
+            return None
+        layout = _layout(x if x.shape[2:] != (1, 1) else layer.weight)  # 1 × 1 is both
+        return (f"{FAMILY}|{str(x.dtype).removeprefix('torch.')}|"
+                f"threads={torch.get_num_threads()}|batch={engine.bucket(x.shape[0])}|"
+                f"{layer.in_channels}x{layer.out_channels}x{layer.kernel_size[0]}"
+                f"s{layer.stride[0]}|in{x.shape[2]}x{x.shape[3]}|{layout}")
+
+    def check_key(self, route, layer, x):
+        return (layer.FAST, layer.in_channels, layer.out_channels, layer.kernel_size,
+                layer.stride, layer.padding, layer.bias is not None)
+
+    def cross_check(self, route, layer, x) -> bool:
+        """The product route and the convolution agree on the output and on every gradient,
+        in NCHW and NHWC, in float64."""
+        if route == "conv":
+            return True
+        with torch.enable_grad():  # the first call may come under no_grad (a draw)
+            return _cross_check(layer)
+
+    def trial(self, route, layer, x):
+        probe = x.detach().clone(memory_format=torch.preserve_format)
+        return lambda: _forward_and_grad(IMPLS[route], layer, probe)
+
+
+DECONV = Deconv()
 
 
 def _cross_check(layer: RoutedTransposedConv) -> bool:
@@ -189,37 +218,6 @@ def _cross_check(layer: RoutedTransposedConv) -> bool:
     return True
 
 
-def route_key(layer: nn.ConvTranspose2d, x: torch.Tensor) -> str:
-    """``deconv|dtype|threads=N|batch=B (bucket)|c x o x k, stride, in h x w|layout``."""
-    layout = _layout(x if x.shape[2:] != (1, 1) else layer.weight)  # a 1 × 1 input is both
-    return (f"{FAMILY}|{str(x.dtype).removeprefix('torch.')}|threads={torch.get_num_threads()}"
-            f"|batch={routes.bucket(x.shape[0])}|{layer.in_channels}x{layer.out_channels}"
-            f"x{layer.kernel_size[0]}s{layer.stride[0]}|in{x.shape[2]}x{x.shape[3]}|{layout}")
-
-
-def _layout(t: torch.Tensor) -> str:
-    return ("nhwc" if t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
-            else "nchw")
-
-
-def route_for(layer: RoutedTransposedConv, x: torch.Tensor) -> routes.Chosen:
-    """The route of ``layer`` on inputs like ``x``: pinned, cached or measured now (module
-    docstring), remembered per layer for the key's shape, layout, dtype and threads."""
-    pinned = routes.pinned_route(FAMILY, ROUTES)
-    if pinned in ROUTES:
-        usable = pinned == layer.FAST and applies(layer, x)
-        return _UNWATCHED[pinned if usable else FIXED]
-    if (pinned is not None or _UNMEASURED[0] or not applies(layer, x)
-            or not fast_works(layer)):
-        return _UNWATCHED[FIXED]
-    key = route_key(layer, x)
-    probe = x.detach().clone(memory_format=torch.preserve_format)
-    calls = {name: (lambda f=IMPLS[name]: _forward_and_grad(f, layer, probe))
-             for name in ("conv", layer.FAST)}
-    name = routes.choose(key, calls)
-    return routes.Chosen(name, IMPLS, key, watch=False)
-
-
 class RoutedTransposedConv(nn.ConvTranspose2d):
     """``nn.ConvTranspose2d`` (same parameters, state-dict keys and initialisation) whose CPU
     forward takes the measured ``deconv`` route: ``conv`` or the subclass's product route
@@ -234,7 +232,7 @@ class RoutedTransposedConv(nn.ConvTranspose2d):
                torch.get_num_threads())
         chosen = self.__dict__.setdefault("_routes", {}).get(key)
         if chosen is None:
-            chosen = self.__dict__["_routes"][key] = route_for(self, x)
+            chosen = self.__dict__["_routes"][key] = engine.settle(DECONV, self, x)
         return chosen(self, x)
 
 

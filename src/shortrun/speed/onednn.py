@@ -8,8 +8,12 @@ itself lowers ``nn.Linear`` to on CPU), and the RBM's skinny batch-100 products 
 much (bench/results_rbm.md, bench/results_ebm.md). Same float32 arithmetic, a different
 summation order.
 
-``_linear_pointwise`` is a private op, so it is used only after a probe shows it exists and
-agrees with ``F.linear``; everything else falls back to the public ops.
+``_linear_pointwise`` is a private op and torch has no public route to oneDNN's fp32 linear on
+dense tensors (``Tensor.to_mkldnn`` plus ``F.linear`` copies both factors into oneDNN's layout
+at every call), so this module is the one place that names it (:func:`_pointwise`). It is used
+only after a probe shows it exists and agrees with ``F.linear`` in float64 terms; everything
+else falls back to the public ops, and every family that routes through it cross-checks it
+again in float64 before racing it against plain torch.
 
 Under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (``train.precision: bf16``) the op is not
 cast by autocast itself, so :func:`onednn_linear` casts the factors to bfloat16 (oneDNN's
@@ -24,15 +28,18 @@ import torch.nn.functional as F
 _WORKS: dict[torch.dtype, bool] = {}  # probed once per factor dtype, on first use
 
 
+def _pointwise(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """``x @ w.T + b`` by oneDNN's linear kernel: the project's only private torch name."""
+    return torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
+
+
 def _probe(dtype: torch.dtype) -> bool:
     g = torch.Generator().manual_seed(0)
     x, w, b = (torch.randn(*s, generator=g) for s in ((5, 3), (4, 3), (4,)))
     xd, wd = x.to(dtype), w.to(dtype)
     bias = b if dtype == torch.float32 else None  # the bf16 route adds the bias in float32
-    out = torch.ops.mkldnn._linear_pointwise(xd, wd, bias, "none", [], "")
-    # a transposed (non-contiguous) weight is how the RBM calls it
-    out_t = torch.ops.mkldnn._linear_pointwise(xd, wd.t().contiguous().t(), None,
-                                               "none", [], "")
+    out = _pointwise(xd, wd, bias)
+    out_t = _pointwise(xd, wd.t().contiguous().t(), None)  # a transposed weight, as the RBM
     ref = F.linear(xd.double(), wd.double(), b.double() if bias is not None else None)
     ref_t = xd.double() @ wd.double().t()
     tol = 1e-5 if dtype == torch.float32 else 2e-2  # bf16 rounds its output to 8 bits
@@ -72,7 +79,6 @@ def onednn_linear(x: torch.Tensor, w: torch.Tensor,
     Float32 in, float32 out; the product in bfloat16 under CPU bf16 autocast."""
     if autocast_bf16():
         bf = torch.bfloat16
-        out = torch.ops.mkldnn._linear_pointwise(x.to(bf), w.to(bf), None, "none", [], "")
-        out = out.float()
+        out = _pointwise(x.to(bf), w.to(bf), None).float()
         return out.add_(b) if b is not None else out
-    return torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
+    return _pointwise(x, w, b)
