@@ -63,7 +63,7 @@ def test_the_rbm_step_line_shows_the_size_rules_choice(monkeypatch):
     monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("rbm_step was timed"))
     assert info.rbm_step_routes() == [
         "route rbm_step (rbm_digits, PCD-1 centered 64×20, batch 50): numpy (size rule)",
-        "route rbm_step (MNIST CD-1, 784×500, batch 100): torch (size rule)"]
+        "route rbm_step (MNIST CD-1, 784×500, batch 100): numpy (size rule)"]
 
 
 def test_the_conv_line_shows_the_measured_layouts(monkeypatch):

@@ -29,6 +29,7 @@ FD_FLOOR = (EVAL_INPUTS
 OWN_OTHER = T + "train/test_own_data_other_dataset.py::"
 STOP = T + "train/test_stop_signals.py::"
 ROUTE_CACHE = T + "speed/test_cache.py"
+ENGINE = T + "speed/test_engine.py::"
 JEM_T = T + "models/test_jem.py::"
 
 MUTANTS = [
@@ -1081,4 +1082,64 @@ MUTANTS = [
          tests=[T + "sklearn/test_density.py::"
                 "test_other_dimensions_take_log_z_from_ais_which_matches_a_fine_grid"],
          why="the density in 3-D is left unnormalised"),
+    # ---------------------------------------------------------------- issue 42 speed wing:
+    # the one engine's decisions (tests/speed/test_engine.py's toy family) and the size rule
+    dict(id="engine_cross_check_skipped", file=SR + "speed/engine.py",
+         original="names = [n for n in family.racers(names, *args) if passes(family, n, *args)]",
+         replacement="names = family.racers(names, *args)",
+         tests=[ENGINE + "test_the_cross_check_rejects_a_wrong_candidate_however_fast"],
+         why="a candidate that computes the wrong numbers may win the race"),
+    dict(id="engine_failing_check_passes", file=SR + "speed/engine.py",
+         original="_checked[key] = False", replacement="_checked[key] = True",
+         tests=[ENGINE + "test_a_cross_check_that_raises_rejects_the_route"],
+         why="a candidate whose check raises (a missing kernel) is raced"),
+    dict(id="engine_no_key_is_raced", file=SR + "speed/engine.py",
+         original="    if key is None:", replacement="    if False:",
+         tests=[ENGINE + "test_no_shape_key_takes_the_fixed_route"],
+         why="a call that must not be measured (autocast, off CPU) is timed"),
+    dict(id="engine_rule_ignored", file=SR + "speed/engine.py",
+         original="    if rule in names:", replacement="    if False:",
+         tests=[ENGINE + "test_a_size_rule_decides_without_timing_and_is_recorded"],
+         why="a family's size rule is raced instead: a small model's first fit pays the race"),
+    dict(id="engine_rule_not_recorded", file=SR + "speed/engine.py",
+         original='_memory[key] = {"name": rule, "rule": True}', replacement="pass",
+         tests=[ENGINE + "test_the_provenance_record_names_every_route_chosen"],
+         why="a route the size rule chose is missing from the run's provenance record"),
+    dict(id="engine_rule_route_undecided", file=SR + "speed/engine.py",
+         original="return Chosen(rule, family.impls, key, watch=False)",
+         replacement="return Chosen(rule, family.impls)",
+         tests=[T + "speed/test_rbm_step.py::"
+                "test_a_one_thread_numpy_choice_lets_the_trainer_drop_to_one_thread"],
+         why="the Trainer never drops to one thread after a one-thread size-rule route"),
+    dict(id="engine_one_thread_routes_unchecked", file=SR + "speed/engine.py",
+         original='route = route.removesuffix("@1")', replacement="route = route",
+         tests=[T + "speed/test_products.py::test_small_products_are_also_timed_on_one_thread"],
+         why="no route is ever raced at one thread (its check fails on the unknown name)"),
+    dict(id="engine_memo_dropped", file=SR + "speed/engine.py",
+         original="chosen = MEMO[memo_key] = settle(family, *args)",
+         replacement="chosen = settle(family, *args)",
+         tests=[ENGINE + "test_route_memoises_by_its_key"],
+         why="every call settles its route again (and the Trainer sees no route used)"),
+    dict(id="engine_pin_alias_ignored", file=SR + "speed/engine.py",
+         original="return Chosen(family.pin_as.get(name, name), family.impls)",
+         replacement="return Chosen(name, family.impls)",
+         tests=[T + "speed/test_mlp.py::test_a_pin_skips_the_timing_and_agrees_with_float64"],
+         why="SHORTRUN_ROUTE_MLP=onednn forces oneDNN on every row count, not the old rule"),
+    dict(id="rbm_step_rule_inverted", file=SR + "speed/rbm_step.py",
+         original='return "torch" if _work(tensors, batch) >= NUMPY_BELOW else "numpy@1"',
+         replacement='return "torch" if _work(tensors, batch) < NUMPY_BELOW else "numpy@1"',
+         tests=[T + "speed/test_rbm_step.py::"
+                "test_the_size_rule_decides_without_timing_or_touching_the_model"],
+         why="at two threads small RBMs take the dispatch-bound torch step, large ones NumPy's"),
+    dict(id="rbm_step_check_ignores_metrics", file=SR + "speed/rbm_step.py",
+         original="if any(abs(got[k] - want[k]) > 1e-9 * (1 + abs(want[k])) for k in want):",
+         replacement="if False:",
+         tests=[T + "speed/test_rbm_step.py::test_the_cross_check_rejects_a_wrong_step"],
+         why="a NumPy step logging wrong free energies passes its cross-check"),
+    dict(id="rbm_step_reference_gradient_sign", file=SR + "speed/rbm_step.py",
+         original="grads = [xm.t() @ hm / len(xm) - xd.t() @ hd / len(xd),",
+         replacement="grads = [xd.t() @ hd / len(xd) - xm.t() @ hm / len(xm),",
+         tests=[T + "speed/test_rbm_step.py::"
+                "test_the_reference_is_the_models_torch_step_in_float64"],
+         why="the cross-check's reference ascends the free-energy gap"),
 ]

@@ -217,7 +217,7 @@ def _opt(model, lr=0.05):
 
 
 @pytest.mark.parametrize(("n_visible", "n_hidden", "threads", "want"), [
-    (12, 5, 1, "numpy"), (12, 5, 2, "numpy@1"), (784, 500, 1, "torch"), (784, 500, 2, "torch")])
+    (12, 5, 1, "numpy"), (12, 5, 2, "numpy@1"), (784, 500, 1, "numpy"), (784, 500, 2, "torch")])
 def test_the_size_rule_decides_without_timing_or_touching_the_model(
         n_visible, n_hidden, threads, want, unpinned):
     torch.set_num_threads(threads)

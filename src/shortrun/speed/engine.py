@@ -171,13 +171,15 @@ def route(family: Family, memo_key: tuple, *args: Any) -> Chosen:
 
 def passes(family: Family, route: str, *args: Any) -> bool:
     """The family's cross-check of ``route`` (at any thread count: ``route@1`` is ``route``),
-    once per check key; any exception fails it."""
+    once per check key, on one thread (its arrays are small; on a loaded machine a second
+    thread's wake-ups made a 20-ms check take 0.5 s); any exception fails it."""
     route = route.removesuffix("@1")
     key = (family.name, route, family.check_key(route, *args))
     if key not in _checked:
+        check = on_threads(family.cross_check, 1)
         try:
             with torch.random.fork_rng(devices=[]):  # the run's RNG stream is not touched
-                _checked[key] = bool(family.cross_check(route, *args))
+                _checked[key] = bool(check(route, *args))
         except Exception:  # a kernel or a foreign BLAS may fail in any way: not a route
             _checked[key] = False
     return _checked[key]

@@ -6,13 +6,15 @@ out, or None when the model's torch step should run), and :func:`fast_gibbs` for
 
 How the route is chosen: by a size rule, not by a race (:meth:`RBMStep.rule`). For a small RBM
 each product is a few thousand FLOPs and the update's ~75 torch calls cost microseconds of
-dispatch each, while NumPy's cost about one: the NumPy step on one BLAS thread ran a 64 × 20
-PCD-1 update 2.7× faster than torch on the AVX-512 EPYC of bench/README. For a large RBM the
-products dominate and the two tie (MNIST CD-1, 784 × 500, batch 100: 3.50 ms against 3.59 ms),
-so torch, the fixed route, is kept. A race would have confirmed that at a one-time cost of
-about 0.75 s (five scratch copies of the model, three rounds each), three times scikit-learn's
-whole ``fit`` on digits: the first fit of a small model would pay for it. The rule costs
-nothing and its answers are those the races gave on every machine measured. The NumPy step
+dispatch each, while NumPy's cost about one: the NumPy step ran a digits CD-1 update (64 × 100,
+batch 10) 2.2× faster than torch at one thread, and a 64 × 20 PCD-1 update 1.7-2.8× faster at
+two threads on one BLAS thread, on the three CPUs measured (bench/README). At one thread it
+also won MNIST's CD-1 update (784 × 500, batch 100; 1.20×); at two threads the products
+dominate there, torch and NumPy tie (3.50 ms against 3.59 ms) and NumPy on one BLAS thread loses
+eightfold, so torch, the fixed route, is kept. A race would have found the same at a one-time
+cost of about 0.75 s (five scratch copies of the model, three rounds each), three times
+scikit-learn's whole ``fit`` on digits, paid by the first fit of every small model. The rule
+costs nothing and its answers are those the races gave on every machine measured. The NumPy step
 still passes a float64 cross-check against a torch reference first (:meth:`RBMStep.cross_check`).
 
 ``SHORTRUN_ROUTE_RBM_STEP=torch|numpy`` pins the route (``SHORTRUN_ROUTE=numpy`` too);
@@ -42,9 +44,9 @@ from shortrun.speed.rbm_numpy import (
 
 FAMILY = "rbm_step"
 FIXED = "torch"
-# below this many multiply-adds per update (visible × hidden × (batch + chains)) the NumPy step
-# on one BLAS thread runs; 64 × 100 × 20 (scikit-learn's digits example) is 128 k, rbm_digits
-# 192 k, MNIST CD-1 78 M
+# with more than one thread, below this many multiply-adds per update (visible × hidden ×
+# (batch + chains)) the NumPy step on one BLAS thread runs: 64 × 100 × 20 (scikit-learn's
+# digits example) is 128 k, rbm_digits 192 k, MNIST CD-1 78 M
 NUMPY_BELOW = 1 << 22
 
 
@@ -94,9 +96,9 @@ class RBMStep(engine.Family):
                 f"{'centered' if opts.centered else 'plain'}")
 
     def rule(self, tensors, batch, opts) -> str:
-        if _work(tensors, batch) >= NUMPY_BELOW:
-            return "torch"
-        return "numpy@1" if torch.get_num_threads() > 1 else "numpy"
+        if torch.get_num_threads() == 1:
+            return "numpy"
+        return "torch" if _work(tensors, batch) >= NUMPY_BELOW else "numpy@1"
 
     def check_key(self, route, tensors, batch, opts):
         return opts, tuple(tensors[0].shape)
@@ -164,8 +166,8 @@ def reference_gradients(t: list, v: torch.Tensor, opts: StepOptions
         lam.copy_(new_lam)
     xd, xm = (v - mu, x - mu) if opts.centered else (v, x)
     hd, hm = (h_pos - lam, h - lam) if opts.centered else (h_pos, h)
-    grads = [xm.t() @ hm / len(xm) - xd.t() @ hd / len(xd), xm.mean(0) - xd.mean(0),
-             hm.mean(0) - hd.mean(0)]
+    grads = [xm.t() @ hm / len(xm) - xd.t() @ hd / len(xd),
+             xm.mean(0) - xd.mean(0), hm.mean(0) - hd.mean(0)]
     return {"loss": f_pos - f_neg, "energy_pos": f_pos, "energy_neg": f_neg}, grads
 
 
