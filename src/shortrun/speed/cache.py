@@ -1,9 +1,8 @@
 """The route cache: ``$XDG_CACHE_HOME/shortrun/routes.json`` (else ``~/.cache/...``).
 
-It holds, per machine (:func:`machine_key`: CPU model, vector units and torch version), the
-choice each race made (cache key -> ``{"name", "us", "races"}``). Every choice it holds is one
-among routes that passed the same float64 cross-check, so deleting or corrupting the file
-costs a re-measurement, never correctness; a corrupt file is ignored with one warning.
+Per machine (:func:`machine_key`: CPU model, vector units, torch version), each race's choice
+(cache key -> ``{"name", "us", "races"}``) among routes that passed the same float64 check:
+deleting or corrupting the file costs a re-measurement, never correctness.
 """
 
 from __future__ import annotations

@@ -1,29 +1,18 @@
-"""The LEBM generator's first and last layers, transposed convolutions that oneDNN runs slowly,
-each by oneDNN's kernel or by the product it is, chosen by measurement (``deconv`` family).
+"""The ``deconv`` family: the LEBM generator's first and last layers, transposed convolutions
+that oneDNN runs slowly, by the convolution (``conv``) or by the product it is.
 
-- :class:`LatentProjection`, the first layer (``1 × 1`` latent to a ``k × k`` map): ``conv`` or
-  ``gemm``, ``z @ W.reshape(c, o·k·k)``: for the SVHN generator's 100 → 512 × 4 × 4 layer the
-  GEMM ran forward plus the latent's gradient in less than half oneDNN's time on one CPU
-  measured (``bench/lebm_projection_speed.py``).
-- :class:`ImageLayer`, the last layer (to the image's 1 or 3 channels): ``conv`` or ``fold``.
+- :class:`LatentProjection`, the first layer (``1 × 1`` latent to a ``k × k`` map): ``gemm``,
+  ``z @ W.reshape(c, o·k·k)``, ran the SVHN generator's 100 → 512 × 4 × 4 layer (forward and
+  the latent's gradient) in under half oneDNN's time (``bench/lebm_projection_speed.py``).
+- :class:`ImageLayer`, the last layer (to 1 or 3 channels, where oneDNN's kernels are slowest):
+  ``fold``, ``x @ W.reshape(c, o·k·k)`` per input pixel and ``F.fold`` (col2im) to scatter-add
+  the patches, about twice as fast on the MNIST generator (``bench/lebm_fold_speed.py``). Its
+  backward is the convolution's own (``aten.convolution_backward``), so gradients are exactly
+  ``nn.ConvTranspose2d``'s.
 
-For the last layer: oneDNN's transposed-convolution kernels are slow when the output has few
-channels: on the MNIST generator's 32 → 1 channel layer it was the largest single cost of a
-``lebm_mnist_anomaly`` iteration. The same layer
-written as what it is, ``cols = x @ W.reshape(c, o·k·k)`` per input pixel and then ``F.fold``
-(col2im) to scatter-add the ``k × k`` patches, ran it about twice as fast
-(``bench/lebm_fold_speed.py``; figures in bench/README). The backward is the convolution's own
-(``aten.convolution_backward``), so gradients are exactly those of ``nn.ConvTranspose2d``; the
-forward differs from oneDNN's only in summation order.
-
-Whether the product wins depends on the CPU and the kernels oneDNN has, so each layer times
-both of its routes at its first call for each input shape bucket, layout, dtype and thread
-count (forward plus the input's gradient, what a posterior-chain step runs) and keeps the
-faster in the route cache (:mod:`shortrun.speed.engine`). Before the product may be chosen it
-must agree with the convolution in float64 (:meth:`Deconv.cross_check`).
-``SHORTRUN_ROUTE_DECONV=conv|fold|gemm`` pins the route (a layer that has no such route takes
-``conv``); off CPU, under autocast, or with ``SHORTRUN_ROUTE`` naming another family's route,
-the layers are the plain convolution.
+Each layer keeps its choice per input shape, layout, dtype and threads (timed as forward plus
+the input's gradient, a posterior-chain step's work); off CPU or under autocast it is the plain
+convolution.
 """
 
 from __future__ import annotations
@@ -46,11 +35,8 @@ _UNMEASURED = [0]  # depth of :func:`unmeasured` blocks
 
 @contextlib.contextmanager
 def unmeasured() -> Iterator[None]:
-    """Layers first called inside this block take ``conv`` without measuring or caching a
-    route. For throwaway copies of a generator run at shapes training never uses: the
-    layout's float64 cross-check on two latents (:mod:`shortrun.speed.layout`) would otherwise
-    time both routes of every layer at batch 2, in float32 and float64, and leave those keys
-    in the route cache."""
+    """Layers first called inside this block take ``conv`` without measuring or caching: for
+    the layout check's batch-2 copies of a generator (:mod:`shortrun.speed.layout`)."""
     _UNMEASURED[0] += 1
     try:
         yield
@@ -219,9 +205,8 @@ def _cross_check(layer: RoutedTransposedConv) -> bool:
 
 
 class RoutedTransposedConv(nn.ConvTranspose2d):
-    """``nn.ConvTranspose2d`` (same parameters, state-dict keys and initialisation) whose CPU
-    forward takes the measured ``deconv`` route: ``conv`` or the subclass's product route
-    :attr:`FAST` (module docstring)."""
+    """``nn.ConvTranspose2d`` (same parameters, state dict and init) whose CPU forward takes
+    the ``deconv`` route: ``conv`` or the subclass's product route :attr:`FAST`."""
 
     FAST = "conv"
 

@@ -86,8 +86,7 @@ class Family:
         raise NotImplementedError
 
     def key(self, *args: Any) -> str | None:
-        """The cache key of this call's shape (``family|dtype|threads=N|...``), or None where
-        nothing is measured."""
+        """The cache key of this call's shape (``family|dtype|threads=N|...``); None: fixed."""
         raise NotImplementedError
 
     def check_key(self, route: str, *args: Any) -> Hashable:
@@ -113,10 +112,9 @@ class Family:
 
 
 def pinned_route(family: str, choices: tuple[str, ...] | None = None) -> str | None:
-    """The route pinned by ``SHORTRUN_ROUTE_<FAMILY>`` or ``SHORTRUN_ROUTE`` (family first),
-    None when neither is set, or :data:`FIXED` when ``SHORTRUN_ROUTE`` names a route of another
-    family only, or under ``train.routes: fixed``. A name no family knows is a one-line
-    :class:`ConfigError` listing the names."""
+    """The route pinned by ``SHORTRUN_ROUTE_<FAMILY>`` or ``SHORTRUN_ROUTE`` (family first);
+    :data:`FIXED` for another family's route or ``train.routes: fixed``; else None. An unknown
+    name is a one-line :class:`ConfigError` listing the names."""
     choices = choices if choices is not None else FAMILIES[family]
     value = os.environ.get(f"SHORTRUN_ROUTE_{family.upper()}")
     if value:
@@ -161,8 +159,8 @@ def settle(family: Family, *args: Any) -> Chosen:
 
 
 def route(family: Family, memo_key: tuple, *args: Any) -> Chosen:
-    """:func:`settle` memoised under ``memo_key`` (which must hold everything the choice
-    depends on: shapes, dtype, threads), so a settled route costs one dict lookup."""
+    """:func:`settle` memoised under ``memo_key`` (all the choice depends on: shapes, dtype,
+    threads), so a settled route costs one dict lookup."""
     chosen = MEMO.get(memo_key)
     if chosen is None:
         chosen = MEMO[memo_key] = settle(family, *args)
@@ -191,9 +189,9 @@ def bucket(n: int) -> int:
 
 
 def measure(name: str, fn: Callable[[], object]) -> float:
-    """Median seconds of up to :data:`REPEATS` calls of ``fn()`` after one warm-up call, fewer
-    once they used :data:`BUDGET_S` (``name`` is for the tests' fake timer). The median, not
-    the best: a choice must hold for the typical call on a shared machine."""
+    """Median seconds of up to :data:`REPEATS` calls of ``fn()`` after a warm-up, fewer once
+    they used :data:`BUDGET_S` (``name``: for the tests' fake timer). The median, not the best:
+    a choice must hold for the typical call on a shared machine."""
     fn()
     times: list[float] = []
     for _ in range(REPEATS):
@@ -263,10 +261,9 @@ def thread_pool(name: str) -> str:
 
 
 def race(key: str, trials: dict[str, Callable[[], object]], previous: dict | None = None) -> str:
-    """Time every trial in :data:`ROUNDS` interleaved rounds, pool by pool, keep the fastest
-    by its median block (:func:`pick`) and remember it. With ``previous`` (the entry of an
-    earlier race of ``key``) each keeps the lower of its two times and the entry counts one
-    race more."""
+    """Time every trial in :data:`ROUNDS` interleaved rounds, pool by pool; keep the fastest by
+    its median block (:func:`pick`). With ``previous`` (an earlier race's entry) each keeps the
+    lower of its two times and the entry counts one race more."""
     pools: dict[str, list[str]] = {}
     for name in trials:
         pools.setdefault(thread_pool(name), []).append(name)
@@ -345,7 +342,7 @@ class Chosen:
         return {n: (lambda f=self.impls[n]: f(*args)) for n in names if n in self.impls}
 
     def observe(self, seconds: float, args: tuple) -> None:
-        """Count a sampled call's time; re-measure after enough slow ones in a row."""
+        """Count a sampled call's time; re-race after :data:`SLOW_SAMPLES` slow ones in a row."""
         assert self.expected is not None and self.key is not None
         self.slow = self.slow + 1 if seconds > SLOW_FACTOR * self.expected else 0
         if self.slow < SLOW_SAMPLES:
@@ -374,14 +371,15 @@ def remembered() -> dict[str, dict]:
 
 
 def forget_machine() -> int:
-    """Drop this machine's choices, in memory and in the cache file, so every route is timed
-    afresh at its next use (``shortrun info --retime``); returns how many the file held."""
+    """Drop this machine's choices, in memory and in the file (``shortrun info --retime``);
+    returns how many the file held."""
     forget()
     return cache.drop_machine()
 
 
 def forget() -> None:
-    """Drop the in-memory choices and the cached file contents (tests; a changed pin)."""
+    """Drop the in-memory choices, cross-check verdicts and file contents (tests; a new pin)."""
     MEMO.clear()
     _memory.clear()
+    _checked.clear()
     cache.forget()

@@ -1,18 +1,12 @@
-"""The LEBM generator's memory layout, NCHW or NHWC, chosen by measurement (``conv`` family).
+"""The ``conv`` family: the LEBM generator's memory layout, NCHW or NHWC.
 
-NHWC lets oneDNN pick faster transposed-convolution kernels on some CPUs
-(bench/lebm_speed.py), but a layout that wins on one machine, thread count or batch size can
-lose on another. With ``model.channels_last: auto`` (the default) the
-generator settles its layout at its first forward pass on CPU: both layouts run one
-posterior-chain step's work, a generator forward and the gradient with respect to the latent
-(:func:`chain_step`), at the actual batch size, dtype and thread count; the faster is kept in
-the route cache (:mod:`shortrun.speed.engine`). Before it may be chosen, a layout must pass the
-float64 cross-check (:meth:`Layout.cross_check`): the same step in float64, NCHW, agrees to float32
-rounding. The arithmetic is the same either way, only the summation order differs.
-
-``model.channels_last: true|false`` pins the layout for a run; ``SHORTRUN_ROUTE_CONV=nhwc|nchw``
-for every run. Off CPU, under autocast, or when ``SHORTRUN_ROUTE`` pins another family's route,
-the layout is the fixed NHWC (the default before measurement).
+NHWC lets oneDNN pick faster transposed-convolution kernels on some CPUs (1.08-1.49× for the
+SVHN generator's chain step on the CPUs of bench/results/), but a layout that wins on one
+machine, thread count or batch size can lose on another. With ``model.channels_last: auto``
+the generator settles its layout at its first forward pass on CPU: both layouts run one
+posterior-chain step's work (:func:`chain_step`) at the actual batch size, dtype and threads,
+after a float64 cross-check (:func:`layout_works`). ``model.channels_last: true|false`` pins the
+layout for a run; the fixed route is NHWC.
 """
 
 from __future__ import annotations

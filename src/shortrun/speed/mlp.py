@@ -1,16 +1,11 @@
 """The ``mlp`` family: the products of the MLP energy's fast pass
-(:meth:`shortrun.energies.mlp.MLPEnergy.energy_and_grad`) by ``torch`` (``F.linear``, torch's
-BLAS) or ``onednn`` (:mod:`shortrun.speed.onednn`), each at the run's threads and at one.
+(:meth:`shortrun.energies.mlp.MLPEnergy.energy_and_grad`) by ``torch`` (``F.linear``) or
+``onednn`` (:mod:`shortrun.speed.onednn`), each at the run's threads and at one.
 
-Which wins depends on the machine: oneDNN won a 10,000-chain Langevin step on one CPU
-measured and lost it on another (bench/results_ebm.md). So on CPU the candidates are timed on
-the actual input at its first pass (per row bucket, network widths, dtype and threads) after a
-float64 cross-check against autograd. ``SHORTRUN_ROUTE_MLP=torch|onednn`` pins a route; the
+oneDNN won a 10,000-chain Langevin step by 1.26-2.0× on the AVX-512 EPYCs and lost it on the
+AVX2 one and at 256 chains (bench/results/), so the engine races them per row bucket. The
 ``onednn`` pin, like ``train.routes: fixed``, is the rule before measurement (``fixed``: oneDNN
-from 256 rows, where its per-call set-up is paid back).
-
-The energy is duck-typed (anything with ``net``, an ``nn.Sequential`` of ``Linear`` and SiLU,
-and ``pass_with(flat, onednn)``), so this module imports no energy.
+from 256 rows). The energy is duck-typed (``net`` and ``pass_with(flat, onednn)``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,13 @@
 """How a run chooses its routes (``train.routes``), and what it records of them.
 
-- ``auto``: a route is chosen by timing its candidates on this machine, or by a family's size
-  rule (:mod:`shortrun.speed.engine`), remembered in the route cache; every candidate passed
-  the same float64 cross-check, so the choice changes only the summation order, not the maths.
-- ``fixed``: no timing at all: every family takes its fixed route (the one it took before
-  routes were measured), as if ``SHORTRUN_ROUTE`` pinned it, so the run's arithmetic is a
-  function of its config, seed and machine alone. The behaviour fingerprints are recorded so.
-- a file: replay the routes a run used. ``RUN_DIR/provenance.json`` (or the run directory)
-  records, per start, every route the run chose (``routes``: cache key -> route) and its thread
-  count; a key found there takes its recorded route without timing. A key the record lacks (a
-  new shape, another thread count) is chosen as under ``auto``.
+- ``auto``: each family's route by a race on this machine or its size rule
+  (:mod:`shortrun.speed.engine`); every candidate passed the same float64 cross-check, so the
+  choice changes only the summation order.
+- ``fixed``: no timing: every family takes its fixed route, so the run's arithmetic is a
+  function of its config, seed and machine alone (the behaviour fingerprints are recorded so).
+- a file (``RUN_DIR/provenance.json`` or the run directory): replay the routes a run recorded
+  (``routes``: cache key -> route) without timing; a key the record lacks (a new shape,
+  another thread count) is chosen as under ``auto``.
 
 ``SHORTRUN_ROUTE`` / ``SHORTRUN_ROUTE_<FAMILY>`` still pin a family whatever the policy.
 """

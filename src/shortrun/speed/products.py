@@ -1,25 +1,14 @@
-"""Matrix products outside autograd, by the CPU route measured fastest on this machine.
+"""The ``rbm`` family: the RBM's products outside autograd (``bias + a @ b``) by torch's BLAS
+(MKL in the x86 wheels), oneDNN (:mod:`shortrun.speed.onednn`) or NumPy's BLAS (OpenBLAS, on
+the tensors' memory), each at the run's threads and at one (``route@1``).
 
-The RBM's block-Gibbs kernel and its closed-form update spend their time in skinny products
-(batch 100 × 784 × 500, and 100 × 64 × 20 for ``rbm_digits``). Three routes compute them:
-torch's BLAS (``torch.addmm``; MKL in the x86 wheels), oneDNN's JIT kernels
-(:mod:`shortrun.speed.onednn`) and NumPy's BLAS (OpenBLAS; the tensors share memory). Which is
-fastest depends on the machine: oneDNN beat torch's BLAS on one CPU measured and lost on
-another (bench/results_rbm.md); a 100×64×20 product pays more in
-thread wake-ups than it computes. So the route *and* the thread count (the current one, or one
-thread for the call) are chosen by :mod:`shortrun.speed.engine`, which times them at first use
-per shape bucket and caches the winner (a second thread must win by
-:data:`~shortrun.speed.engine.THREAD_MARGIN`), and re-times them once if the chosen route runs far
-slower than recorded. ``SHORTRUN_ROUTE=torch|onednn|numpy`` (or ``SHORTRUN_ROUTE_RBM``) pins one.
-
-Every route computes the same product in a different summation order, and none is a candidate
-before it passed the float64 cross-check (:meth:`Products.cross_check`).
-What is *not* measured: products that need autograd, are not float32/float64 on CPU, or run
-under bf16 autocast — those take the fixed order this module always had (:func:`fixed_route`:
-oneDNN when usable, else NumPy at one thread, else torch).
-
-Side effect, process-wide: :func:`match_blas_threads` caps NumPy's BLAS thread pool (through
-threadpoolctl) at torch's thread count, so the two pools do not spin against each other.
+The block-Gibbs kernel and the closed-form update spend their time in skinny products (100 ×
+784 × 500; 100 × 64 × 20 for ``rbm_digits``). oneDNN ran a 100 × 784 × 500 product about twice
+as fast as torch's BLAS on two AVX-512 EPYCs and NumPy won it on an AVX2 one (bench/results/),
+and a small product pays more in thread wake-ups than it computes, so the engine races them.
+Not measured: products that need autograd, are not float32/float64 on CPU, or run under bf16
+autocast; they take :func:`fixed_route`. :func:`match_blas_threads` caps NumPy's BLAS pool at
+torch's thread count, process-wide, so the two pools do not spin against each other.
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
 """The binary RBM's whole CD-k / PCD-k update in NumPy: the fast candidate of the ``rbm_step``
-route family (:mod:`shortrun.speed.rbm_step` chooses between it and the torch step).
+family (:mod:`shortrun.speed.rbm_step` says why and when).
 
-Why a second implementation of one update: for a small RBM (``rbm_digits``: 64 × 20, batch
-50, 100 chains) each product is a few thousand FLOPs, and the update's ~75 torch calls cost
-microseconds of dispatch each, several times what scikit-learn's NumPy BernoulliRBM spends a
-step, while NumPy's per-call cost is about a microsecond (bench/README, "Measurements behind
-the speed layer"). For a large RBM (784 × 500) the products dominate and torch's measured GEMM
-routes (:mod:`shortrun.speed.products`) may win instead. So the step itself is a route
-(:mod:`shortrun.speed.rbm_step`).
-
-The arithmetic is exactly that of :class:`shortrun.models.rbm_learning.RBMBase` with
+The arithmetic is that of :class:`shortrun.models.rbm_learning.RBMBase` with
 :class:`shortrun.models.rbm.BernoulliRBM`'s centering (Melchior, Fischer & Wiskott 2016,
 Algorithm 1) and torch's SGD (momentum, weight decay on ``W``): the same positive phase, the
 same Gibbs sweeps (Hinton 2002, Eq. 5) drawing the *same* uniforms from torch's RNG in the same
 order (:func:`shortrun.energies.rbm.uniform`), the same gradient and update. σ and softplus
-are torch's own kernels run on NumPy memory; only the summation order of the products differs,
-so before the route may be chosen it must agree with a float64 torch reference to rounding
-(:meth:`shortrun.speed.rbm_step.RBMStep.cross_check`).
-
-Scope: ``model.learning`` cd or pcd, ``model.chain`` gibbs, float32/float64 parameters on the
-CPU, no bf16 autocast, one process. Everything else (FPCD, parallel tempering, the Gaussian
-RBM, data-parallel runs) takes the torch step. The parameter update is the RBM's SGD
-(:func:`numpy_sgd` for an optimiser that declares ``numpy_form``, else its own ``step()``) on
-the gradients written into ``p.grad``, as in the torch step.
+are torch's own kernels run on NumPy memory; only the products' summation order differs.
+The optimiser's update is :func:`numpy_sgd` for one that declares ``numpy_form``, else its own
+``step()``.
 """
 
 from __future__ import annotations
@@ -58,45 +44,14 @@ Tensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Te
                 "torch.Tensor | None"]
 
 
-# torch splits an elementwise op over its OpenMP threads from this many elements; those threads
-# then spin for a while and starve NumPy's BLAS threads (a 784 × 500 CD-1 update at 2 threads
-# ran several times slower), so where NumPy's BLAS runs more than one
-# thread, larger arrays take NumPy's forms
-TORCH_SERIAL_BELOW = 32768
+def _sigmoid_into(src: torch.Tensor, out: torch.Tensor) -> None:
+    """``out = σ(src)`` by the torch step's own kernel, on NumPy memory (the same bits)."""
+    torch.sigmoid(src, out=out)
 
 
-def _sigmoid_into(src: torch.Tensor, out: torch.Tensor, any_size: bool = False) -> None:
-    """``out = σ(src)``: by the torch step's own kernel on NumPy memory below
-    :data:`TORCH_SERIAL_BELOW` elements, or at any size with ``any_size`` (NumPy's BLAS on one
-    thread: nothing to starve), where it is faster than NumPy's form. Otherwise as
-    ``(1 + tanh(a/2)) / 2`` in NumPy (overflow-free, within 1e-7 of the exact value in
-    float32)."""
-    if any_size or src.numel() < TORCH_SERIAL_BELOW:
-        torch.sigmoid(src, out=out)
-        return
-    o = out.numpy()
-    np.multiply(src.numpy(), 0.5, out=o)
-    np.tanh(o, out=o)
-    o *= 0.5
-    o += 0.5
-
-
-def _softplus_rows(a: torch.Tensor, any_size: bool = False) -> np.ndarray:
-    """``Σⱼ softplus(aⱼ)`` per row: by the torch step's own ``F.softplus`` below
-    :data:`TORCH_SERIAL_BELOW` elements or with ``any_size`` (as for :func:`_sigmoid_into`),
-    else as
-    ``max(a, 0) + log(1 + exp(−|a|))`` in NumPy (overflow-free; ``log`` rather than ``log1p``
-    because NumPy vectorises it, and the argument in [1, 2] keeps the error at rounding)."""
-    if any_size or a.numel() < TORCH_SERIAL_BELOW:
-        return torch.nn.functional.softplus(a).sum(1).numpy()
-    x = a.numpy()
-    out = np.abs(x)
-    np.negative(out, out=out)
-    np.exp(out, out=out)
-    out += 1.0
-    np.log(out, out=out)
-    out += np.maximum(x, 0.0)
-    return np.add.reduce(out, axis=1)
+def _softplus_rows(a: torch.Tensor) -> np.ndarray:
+    """``Σⱼ softplus(aⱼ)`` per row, by the torch step's own ``F.softplus`` (the same bits)."""
+    return torch.nn.functional.softplus(a).sum(1).numpy()
 
 
 def _draw_sweeps(k: int, n: int, n_hidden: int, n_visible: int, like: torch.Tensor,
@@ -119,11 +74,11 @@ def _draw_sweeps(k: int, n: int, n_hidden: int, n_visible: int, like: torch.Tens
 
 
 def _hidden_into(x: np.ndarray, W: np.ndarray, c: np.ndarray, a: np.ndarray,
-                 t_a: torch.Tensor, t_h: torch.Tensor, any_size: bool = False) -> None:
+                 t_a: torch.Tensor, t_h: torch.Tensor) -> None:
     """``a = xW + c`` and ``h = σ(a)`` into ``a`` (``t_a``'s NumPy view) and ``t_h``."""
     np.matmul(x, W, out=a)
     a += c
-    _sigmoid_into(t_a, t_h, any_size)
+    _sigmoid_into(t_a, t_h)
 
 
 class _SweepArrays:
@@ -141,15 +96,15 @@ class _SweepArrays:
 
 
 def _sweep(u_h: np.ndarray, u_v: np.ndarray, W: np.ndarray, b: np.ndarray, c: np.ndarray,
-           s: _SweepArrays, any_size: bool = False) -> None:
+           s: _SweepArrays) -> None:
     """One sweep ``v → h → v′`` (Hinton 2002, Eq. 5) in place, with the drawn uniforms:
     ``h = [u_h < p(h | v)]``, ``v′ = [u_v < p(v | h)]``, then ``p(h | v′)``."""
     np.less(u_h, s.h, out=u_h, casting="unsafe")
     np.matmul(u_h, W.T, out=s.a_vis)
     s.a_vis += b
-    _sigmoid_into(s.t_a_vis, s.t_p_vis, any_size)
+    _sigmoid_into(s.t_a_vis, s.t_p_vis)
     np.less(u_v, s.p_vis, out=s.x, casting="unsafe")
-    _hidden_into(s.x, W, c, s.a, s.t_a, s.t_h, any_size)
+    _hidden_into(s.x, W, c, s.a, s.t_a, s.t_h)
 
 
 class _Workspace:
@@ -231,7 +186,6 @@ def gradients(tensors: Tensors, batch: torch.Tensor, opts: StepOptions,
     the centering offsets moved (with their bias shifts), and the gradients written into each
     parameter's ``.grad``; returns the logged free energies."""
     match_blas_threads(blas_threads)
-    serial_blas = (blas_threads or torch.get_num_threads()) == 1
     n_pos = len(batch)
     ws = _workspace(tensors, n_pos, opts)
     W, b, c, mu, lam = ws.W, ws.b, ws.c, ws.mu, ws.lam
@@ -249,17 +203,17 @@ def gradients(tensors: Tensors, batch: torch.Tensor, opts: StepOptions,
     # the positive phase and (PCD) the chains' hidden state in one product
     if ws.pcd:
         x_neg[...] = ws.chains
-        _hidden_into(x, W, c_eff, a, ws.t_a, ws.t_h, serial_blas)
+        _hidden_into(x, W, c_eff, a, ws.t_a, ws.t_h)
     else:  # CD: the chains start at the data
-        _hidden_into(v, W, c_eff, a_pos, ws.t_a_pos, ws.t_h_pos, serial_blas)
+        _hidden_into(v, W, c_eff, a_pos, ws.t_a_pos, ws.t_h_pos)
         x_neg[...], a_neg[...], h_neg[...] = v, a_pos, h_pos
     for u_h, u_v in ws.uniforms():  # block Gibbs, as gibbs_step draws
-        _sweep(u_h, u_v, W, b_eff, c_eff, ws.neg, serial_blas)
+        _sweep(u_h, u_v, W, b_eff, c_eff, ws.neg)
     if ws.pcd:
         ws.chains[...] = x_neg
     # free energies F = −xᵀb − Σ softplus(a), data rows then chain rows
     f = x @ b_eff
-    f += _softplus_rows(ws.t_a, serial_blas)
+    f += _softplus_rows(ws.t_a)
     f_pos = -float(np.add.reduce(f[:n_pos])) / n_pos
     f_neg = -float(np.add.reduce(f[n_pos:])) / n_neg
 

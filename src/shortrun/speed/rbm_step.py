@@ -17,11 +17,8 @@ scikit-learn's whole ``fit`` on digits, paid by the first fit of every small mod
 costs nothing and its answers are those the races gave on every machine measured. The NumPy step
 still passes a float64 cross-check against a torch reference first (:meth:`RBMStep.cross_check`).
 
-``SHORTRUN_ROUTE_RBM_STEP=torch|numpy`` pins the route (``SHORTRUN_ROUTE=numpy`` too);
-``SHORTRUN_ROUTE`` naming another family's route, or ``train.routes: fixed``, puts the step on
-torch, its fixed route. A tensor set keeps the route it first took for a batch shape for the
-rest of the process (the Trainer may drop to one thread after the first step; re-choosing then
-could switch the arithmetic mid-run).
+A tensor set keeps the route it first took for a batch shape for the rest of the process (the
+Trainer may drop to one thread after the first step: re-choosing could switch the arithmetic).
 """
 
 from __future__ import annotations
