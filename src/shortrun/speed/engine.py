@@ -1,29 +1,13 @@
-"""The one engine that runs every route family: pins, policy, cross-check, rule, race, cache.
-
-A *family* (:class:`Family`) is a computation that more than one implementation can run, all
-with the same maths and a different summation order. It declares four things: its
-candidates for a call (the routes that apply), a float64 cross-check of a candidate, a shape
-key (the cache key; None where nothing is measured), and its fixed route (the one it takes
-when nothing is timed). It may add a size rule (a route chosen without timing) and say how a
-candidate is timed. :func:`settle` decides, in this order:
-
-1. a pin (``SHORTRUN_ROUTE_<FAMILY>``, ``SHORTRUN_ROUTE``) or ``train.routes: fixed``
-   (:mod:`shortrun.speed.policy`): the pinned route where it applies, else the fixed one;
-2. no shape key (off CPU, autocast, a dtype no candidate takes): the fixed route;
-3. the candidates that pass the cross-check (once per family and check key; any exception is
-   a failure); none: the fixed route;
-4. a replayed run's recorded route (``train.routes: RUN_DIR``);
-5. the family's size rule, if it has one for this call;
-6. this process's choice, the cache file's (:mod:`shortrun.speed.cache`), else a race.
-
-A race times each candidate in :data:`ROUNDS` interleaved rounds (each the median of up to
-:data:`REPEATS` calls) and keeps each candidate's median round; candidates of NumPy's BLAS
-pool and of torch's are timed pool by pool after :data:`SETTLE_S` of rest (OpenBLAS's workers
-spin after a product); a candidate on more threads must beat the best one-thread candidate by
-:data:`THREAD_MARGIN`. A chosen route of a ``watch`` family (:class:`Chosen`) times one call
-in :data:`SAMPLE_EVERY`; :data:`SLOW_SAMPLES` slow samples in a row re-time the candidates
-once; and a choice one race made is provisional: at its :data:`CONFIRM_AFTER`-th call the
-candidates race again and each keeps the lower of its two times, and the entry is settled.
+"""The one engine that runs every route family (docs/architecture.md, "Routes chosen by
+measurement"): a :class:`Family` declares its candidates, a float64 cross-check, a shape key
+and its fixed route; :func:`settle` decides, in this order: a pin or ``train.routes: fixed``
+(:mod:`shortrun.speed.policy`) takes the pinned or fixed route untimed; no shape key takes the
+fixed route; the candidates must pass the cross-check (else the fixed route); then a replayed
+run's recorded route, the family's size rule, this process's or the cache file's choice
+(:mod:`shortrun.speed.cache`), or a race (:func:`race`). A chosen route of a ``watch`` family
+(:class:`Chosen`) samples one call in :data:`SAMPLE_EVERY`, re-races once after
+:data:`SLOW_SAMPLES` slow samples in a row, and a one-race choice races again at its
+:data:`CONFIRM_AFTER`-th call, each candidate keeping the lower of its two times.
 """
 
 from __future__ import annotations
