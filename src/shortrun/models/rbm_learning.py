@@ -231,7 +231,8 @@ class RBMBase(Model):
         opts = self.fast_step_options()
         if opts is not None:
             chains = self.source.chains if opts.learning == "pcd" else None
-            tensors = (self.W, self.b, self.c, self.mu, self.lam, chains)
+            mu, lam = (self.mu, self.lam) if opts.centered else (None, None)
+            tensors = (self.W, self.b, self.c, mu, lam, chains)
             out = rbm_step.fast_step(tensors, batch, opts, optimizers["main"])
             if out is not None:
                 return out

@@ -14,8 +14,7 @@ The optimiser's update is :func:`numpy_sgd` for one that declares ``numpy_form``
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
@@ -27,8 +26,7 @@ if TYPE_CHECKING:
     from shortrun.energies.rbm import BernoulliRBMParams
 
 
-@dataclass(frozen=True)
-class StepOptions:
+class StepOptions(NamedTuple):
     """What the update needs beyond tensors: ``learning`` (cd | pcd), ``k`` Gibbs sweeps,
     centering (Melchior et al. 2016) and its offsets' running-mean rate."""
 
@@ -38,10 +36,10 @@ class StepOptions:
     offset_rate: float = 0.01
 
 
-# the tensors of one binary RBM's update: W, b, c (parameters), mu, lam (centering offsets) and
-# the persistent chains (None under CD)
-Tensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
-                "torch.Tensor | None"]
+# the tensors of one binary RBM's update: W, b, c (parameters), mu, lam (centering offsets;
+# None when not centered) and the persistent chains (None under CD)
+Tensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | None",
+                "torch.Tensor | None", "torch.Tensor | None"]
 
 
 def _sigmoid_into(src: torch.Tensor, out: torch.Tensor) -> None:
@@ -124,7 +122,7 @@ class _Workspace:
         self.n_neg = chains_t.shape[0] if chains_t is not None else n_pos
         n = n_pos + self.n_neg
         self.W, self.b, self.c = (p.detach().numpy() for p in self.params)
-        self.mu, self.lam = mu_t.numpy(), lam_t.numpy()
+        self.mu, self.lam = (None, None) if mu_t is None else (mu_t.numpy(), lam_t.numpy())
         self.chains = chains_t.numpy() if chains_t is not None else None
 
         def pair(*shape: int) -> tuple[torch.Tensor, np.ndarray]:
@@ -266,7 +264,9 @@ def numpy_sgd(opt: Any) -> None:
                              and p.dtype in (torch.float32, torch.float64) for p in params):
         opt.step()
         return
-    views = _VIEWS.setdefault(opt, {})
+    views = _VIEWS.get(opt)
+    if views is None:
+        views = _VIEWS[opt] = {}
     state = opt.state
     for group in opt.param_groups:
         lr, momentum, decay = group["lr"], group["momentum"], group["weight_decay"]

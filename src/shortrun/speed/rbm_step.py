@@ -111,8 +111,8 @@ class RBMStep(engine.Family):
         n = 8
         state = [torch.randn(s, generator=g, dtype=torch.float64) * 0.3
                  for s in ((nv, nh), (nv,), (nh,))]
-        state += [torch.rand(nv, generator=g, dtype=torch.float64),
-                  torch.rand(nh, generator=g, dtype=torch.float64),
+        offsets = [torch.rand(d, generator=g, dtype=torch.float64) for d in (nv, nh)]
+        state += [*(offsets if opts.centered else (None, None)),
                   (torch.rand(n, nv, generator=g, dtype=torch.float64) < 0.5).double()
                   if pcd else None]
         twins = [[t.clone() if t is not None else None for t in state] for _ in range(2)]
