@@ -224,7 +224,7 @@ def route_choices() -> dict:
     """This machine's entries of the route cache (key -> chosen route, threads, time), which
     every process on this machine reuses; ``{}`` when there is none."""
     try:
-        from shortrun import routes
+        from shortrun.speed import cache as routes
     except ImportError:  # a build without measured routes
         return {}
     path = routes.cache_path()

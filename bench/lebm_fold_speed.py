@@ -21,8 +21,8 @@ from torch import nn
 from shortrun.data.registry import load_data
 from shortrun.hardware import cpu_model, cpu_signature
 from shortrun.models.base import OptimOptions
-from shortrun.models.fold_routes import ImageLayer
 from shortrun.models.registry import build_model
+from shortrun.speed.deconv import ImageLayer
 from shortrun.train.config import resolve
 
 

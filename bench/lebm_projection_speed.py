@@ -22,9 +22,9 @@ from torch import nn
 
 from shortrun.hardware import cpu_model, cpu_signature
 from shortrun.models.base import OptimOptions
-from shortrun.models.conv_routes import FORMATS, chain_step
 from shortrun.models.lebm_nets import LatentProjection
 from shortrun.models.registry import build_model
+from shortrun.speed.layout import FORMATS, chain_step
 from shortrun.train.config import resolve
 
 

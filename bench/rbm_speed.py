@@ -34,7 +34,7 @@ def mnist_binary(n: int) -> np.ndarray:
 def matmul_peak(repeats: int, size: int = 2048) -> tuple[float, float, float]:
     """Best GFLOP/s of an fp32 ``size³`` GEMM in NumPy, in PyTorch's ``torch.mm`` and in
     oneDNN (``mkldnn._linear_pointwise``, the route shortrun's RBM takes; 0 if unavailable)."""
-    from shortrun.onednn import onednn_linear, onednn_usable
+    from shortrun.speed.onednn import onednn_linear, onednn_usable
 
     a = np.random.default_rng(0).random((size, size), dtype=np.float32)
     b = np.random.default_rng(1).random((size, size), dtype=np.float32)
@@ -95,7 +95,7 @@ def shortrun_epoch(x: torch.Tensor, bf16: bool = False) -> float:
 
 def bf16_peak(repeats: int, size: int = 2048) -> float:
     """Best GFLOP/s of a bf16 ``size³`` oneDNN product (float32 accumulation); 0 if none."""
-    from shortrun.onednn import onednn_usable
+    from shortrun.speed.onednn import onednn_usable
 
     if not onednn_usable(torch.zeros(1)):
         return 0.0

@@ -4,7 +4,7 @@ same thread count, every candidate interleaved in one process (issue 42, "Keep o
     SHORTRUN_DATA=/work/shared/data .venv/bin/python bench/route_gains.py \
         [--parts cd1,langevin,generator,lebm] [--threads 1,2] [--rounds 5]
 
-Parts and the families they measure (``shortrun.routes.FAMILIES``):
+Parts and the families they measure (``shortrun.speed.engine.FAMILIES``):
 
 - ``cd1``: one CD-1 update (``training_step``) at MNIST size (784 × 500, batch 100) and digits
   size (64 × 64 and 64 × 100, batch 10): ``rbm`` (the products, with the torch step) and
@@ -160,9 +160,9 @@ def langevin_part(threads: int, rounds: int, quick: bool) -> list[dict]:
 def generator_part(threads: int, rounds: int, quick: bool) -> list[dict]:
     import torch
 
-    from shortrun.models.conv_routes import chain_step
-    from shortrun.models.fold_routes import RoutedTransposedConv
     from shortrun.models.lebm_nets import SHAPES, Generator
+    from shortrun.speed.deconv import RoutedTransposedConv
+    from shortrun.speed.layout import chain_step
 
     nets = [("lebm_mnist", "mnist28", 32, 16, 100, 5), ("lebm_svhn", "svhn32", 100, 64, 100, 2)]
     if quick:

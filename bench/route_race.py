@@ -32,7 +32,8 @@ class Cand:
 
 def use_routes(pins: dict[str, str], policy: str) -> None:
     """Exactly these pins and this ``train.routes`` policy, every memoised route forgotten."""
-    from shortrun import route_policy, routes
+    from shortrun.speed import engine as routes
+    from shortrun.speed import policy as route_policy
 
     for k in [k for k in os.environ if k.startswith("SHORTRUN_ROUTE")]:
         del os.environ[k]
@@ -58,7 +59,7 @@ def _remove(path: str) -> None:
 
 def discovered(family: str) -> dict[str, list[str]]:
     """The keys of ``family`` raced so far in this process and each key's candidates."""
-    from shortrun import routes
+    from shortrun.speed import engine as routes
 
     return {k: list(v.get("us", {})) for k, v in routes.remembered().items()
             if k.split("|")[0] == family}
@@ -67,7 +68,7 @@ def discovered(family: str) -> dict[str, list[str]]:
 def others(family: str, plain: str, pins: dict[str, str]) -> list[tuple[str, dict, str]]:
     """(route, pins, policy) for every raced route of ``family`` other than ``plain``: by pin
     where the route has a pin name, else by replaying a record of it on every raced key."""
-    from shortrun import routes
+    from shortrun.speed import engine as routes
 
     keys = discovered(family)
     names = sorted({n for ns in keys.values() for n in ns} - {plain})
@@ -84,7 +85,7 @@ def others(family: str, plain: str, pins: dict[str, str]) -> list[tuple[str, dic
 
 def chosen(prefix: str) -> dict[str, str]:
     """Each raced key of this process with ``route (times in µs)``."""
-    from shortrun import routes
+    from shortrun.speed import engine as routes
 
     return {k: f"{v['name']} ({', '.join(f'{n} {t:g}' for n, t in v.get('us', {}).items())})"
             for k, v in routes.remembered().items() if k.startswith(prefix)}

@@ -130,7 +130,7 @@ def markdown(rows: list[Row], header: list[str], routes: list[str], quick: bool)
     for r in rows:
         out.append(f"- **{r.name}**")
         out += [f"  - {note}" for note in r.notes]
-    out += ["", "## Routes chosen in this run (shortrun.routes, measured fresh)", ""]
+    out += ["", "## Routes chosen in this run (shortrun.speed, measured fresh)", ""]
     out += [f"- {line}" for line in routes] or ["- none measured"]
     return "\n".join(out) + "\n"
 
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> Path:
         cache = tempfile.mkdtemp(prefix="shortrun-bench-cache-")
         atexit.register(shutil.rmtree, cache, ignore_errors=True)
         os.environ["XDG_CACHE_HOME"] = cache
-    from shortrun import routes
+    from shortrun.speed import engine as routes
 
     started, load_start = time.perf_counter(), load_average()
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -178,7 +178,8 @@ def main(argv: list[str] | None = None) -> Path:
               f"load average (1/5/15 min) at start: {load_start}; at end: {load_average()}",
               f"wall time of the whole run: {wall:.0f} s",
               f"SHORTRUN_AUTHORS_LEBM: {os.environ.get('SHORTRUN_AUTHORS_LEBM') or 'not set'}"]
-    chosen = [f"{key}: {entry['name']} ({routes.races_of(entry)} race(s); measured µs: "
+    chosen = [f"{key}: {entry['name']} (size rule)" if entry.get("rule") else
+              f"{key}: {entry['name']} ({routes.races_of(entry)} race(s); measured µs: "
               + ", ".join(f"{k} {v:g}" for k, v in entry.get("us", {}).items()) + ")"
               for key, entry in routes.remembered().items()]
     from shortrun.info import info_lines

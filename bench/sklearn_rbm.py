@@ -8,8 +8,7 @@ in one process (issue 43).
    [0, 1], 100 components, batch 10, n_iter 10, learning rate 0.06): the first
    ``shortrun.sklearn.BernoulliRBM().fit`` in a process where shortrun, torch and scikit-learn
    are already imported, then ``--calls`` more, each beside scikit-learn's ``fit``.
-   ``--fresh-routes`` points the route cache at an empty folder first, so the first call pays
-   the ``rbm_step`` route race as on a new machine.
+   ``--fresh-routes`` points the route cache at an empty folder first, as on a new machine.
 2. Test accuracy of the pipeline (logistic regression, C = 6000) over ``--seeds`` seeds, the
    RBM's ``random_state`` = seed, the same split.
 3. One epoch at MNIST's size (60,000 × 784 binarised, 500 components, batch 100, n_iter 1),
@@ -77,7 +76,7 @@ def main() -> None:
     ap.add_argument("--mnist-repeats", type=int, default=2)
     ap.add_argument("--no-mnist", action="store_true")
     ap.add_argument("--fresh-routes", action="store_true",
-                    help="an empty route cache: the first fit races the rbm_step routes")
+                    help="an empty route cache, as on a new machine")
     ap.add_argument("--json", type=Path, help="write the numbers here too")
     args = ap.parse_args()
     if args.fresh_routes:

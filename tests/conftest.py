@@ -79,7 +79,7 @@ def _pinned_routes(tmp_path_factory, monkeypatch):
     """Results must not depend on timing: every test runs the products by the route they took
     before routes were measured (oneDNN when usable, else the fixed order), and a measuring
     test writes its route cache under a temporary folder, never the user's ~/.cache."""
-    from shortrun import routes
+    from shortrun.speed import engine as routes
 
     monkeypatch.setenv("SHORTRUN_ROUTE", "onednn")
     monkeypatch.delenv("SHORTRUN_ROUTE_RBM", raising=False)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 import torch
 
-from shortrun import info, routes
+from shortrun import info
 from shortrun.cli import main
+from shortrun.speed import cache
+from shortrun.speed import engine as routes
 
 EXPECTED = [
     r"shortrun: \S+ \(Python \S+, NumPy \S+\)",
@@ -54,14 +57,13 @@ def test_unpinned_routes_show_what_was_measured(monkeypatch):
     assert all(re.search(r"\(measured (\S+ [\d.e+]+ µs, )*torch 2e\+06 µs", s) for s in lines)
 
 
-def test_the_rbm_step_line_shows_the_measured_routes(monkeypatch):
+def test_the_rbm_step_line_shows_the_size_rules_choice(monkeypatch):
     monkeypatch.delenv("SHORTRUN_ROUTE")
     monkeypatch.setenv("SHORTRUN_ROUTE_RBM", "onednn")
-    monkeypatch.setattr(info, "RBM_STEP_SHAPES", info.RBM_STEP_SHAPES[:1])
-    monkeypatch.setattr(routes, "measure", lambda name, fn: 2.0 if name == "torch" else 1.0)
+    monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("rbm_step was timed"))
     assert info.rbm_step_routes() == [
-        "route rbm_step (rbm_digits, PCD-1 centered 64×20, batch 50): numpy "
-        "(measured torch 2e+06 µs, numpy 1e+06 µs)"]
+        "route rbm_step (rbm_digits, PCD-1 centered 64×20, batch 50): numpy (size rule)",
+        "route rbm_step (MNIST CD-1, 784×500, batch 100): numpy (size rule)"]
 
 
 def test_the_conv_line_shows_the_measured_layouts(monkeypatch):
@@ -87,15 +89,15 @@ def test_torch_build_is_parsed_minimally(monkeypatch):
 
 def test_retime_drops_this_machines_cached_choices_first(capsys, monkeypatch):
     monkeypatch.setattr(info, "PEAK_N", 64)
-    path = routes.cache_path()
+    path = cache.cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({routes.machine_key(): {"a": {"name": "torch", "us": {}},
+    path.write_text(json.dumps({cache.machine_key(): {"a": {"name": "torch", "us": {}},
                                                        "b": {"name": "numpy", "us": {}}}}))
     assert main(["info", "--threads", "1", "--retime"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first == "route cache: dropped this machine's 2 cached choices; every route is " \
         "timed afresh"
-    assert not {"a", "b"} & set(json.loads(path.read_text()).get(routes.machine_key(), {}))
+    assert not {"a", "b"} & set(json.loads(path.read_text()).get(cache.machine_key(), {}))
 
 
 def test_info_refuses_zero_threads(capsys):

@@ -356,7 +356,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             raise ConfigError(f"--threads {args.threads}: use a count of 1 or more")
         torch.set_num_threads(args.threads)
     if args.retime:
-        from shortrun import routes
+        from shortrun.speed import engine as routes
 
         dropped = routes.forget_machine()
         print(f"route cache: dropped this machine's {dropped} cached choice"

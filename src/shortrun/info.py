@@ -17,8 +17,10 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from shortrun import hardware, products, routes
-from shortrun.onednn import onednn_linear, onednn_linear_works
+from shortrun import hardware
+from shortrun.speed import cache, products
+from shortrun.speed import engine as routes
+from shortrun.speed.onednn import onednn_linear, onednn_linear_works
 
 PEAK_N = 1024
 # the RBM products a recipe runs: (label, batch, visible, hidden)
@@ -83,7 +85,7 @@ def gemm_peaks(n: int | None = None) -> dict[str, float]:
     if hardware.has_native_bf16("cpu") and onednn_linear_works(torch.bfloat16):
         a16, b16 = a.bfloat16(), b.bfloat16()
         out["oneDNN bf16"] = _gflops(
-            lambda: torch.ops.mkldnn._linear_pointwise(a16, b16.t(), None, "none", [], ""), n)
+            lambda: onednn_linear(a16, b16.t()), n)
     return out
 
 
@@ -91,7 +93,9 @@ def _how(family: str, key: str) -> str:
     entry = routes.remembered().get(key)
     if routes.pinned_route(family):
         return "pinned"
-    if entry:
+    if entry and entry.get("rule"):
+        return "size rule"
+    if entry and "us" in entry:
         return "measured " + ", ".join(f"{k} {t:g} µs" for k, t in entry["us"].items())
     return "the only candidate"
 
@@ -102,7 +106,7 @@ def rbm_routes() -> list[str]:
     for label, batch, n_vis, n_hid in RBM_SHAPES:
         v, W, c = torch.rand(batch, n_vis).round(), torch.randn(n_vis, n_hid), torch.randn(n_hid)
         name = products.route_for(v, W, c)
-        how = _how(products.FAMILY, products.route_key(products.FAMILY, v, W, c))
+        how = _how(products.FAMILY, products.PRODUCTS.key(v, W, c) or "")
         lines.append(f"route rbm ({label}): {name} ({how})")
     return lines
 
@@ -110,25 +114,27 @@ def rbm_routes() -> list[str]:
 def rbm_step_routes() -> list[str]:
     """Whether the binary RBM's update runs as torch or NumPy calls, for each shape."""
     from shortrun.data.base import DataInfo
-    from shortrun.models.base import OptimOptions
     from shortrun.models.rbm import BernoulliRBM
-    from shortrun.models.rbm_step_route import FAMILY, route_key, step_route
+    from shortrun.speed.rbm_step import FAMILY, RBM_STEP, step_route
 
     lines = []
     for label, n_vis, n_hid, batch, options in RBM_STEP_SHAPES:
         with torch.random.fork_rng(devices=[]):
             model = BernoulliRBM(n_hid, info=DataInfo((n_vis,), "binary"), **options)
             v = (torch.rand(batch, n_vis) < 0.3).float()
-        opt = model.build_optimizers(OptimOptions(lr=0.01))["main"]
-        name = step_route(model, opt, v).name
+        opts = model.fast_step_options()
+        chains = model.source.chains if opts.learning == "pcd" else None
+        tensors = (model.W, model.b, model.c, model.mu, model.lam, chains)
+        name = step_route(tensors, v, opts).name
         lines.append(f"route rbm_step ({label}): {name} "
-                     f"({_how(FAMILY, route_key(model, batch))})")
+                     f"({_how(FAMILY, RBM_STEP.key(tensors, v, opts))})")
     return lines
 
 
 def mlp_routes() -> list[str]:
     """The route of the MLP energy's fast pass (Langevin) for each shape."""
-    from shortrun.energies import MLPEnergy, mlp
+    from shortrun.energies import MLPEnergy
+    from shortrun.speed import mlp
 
     lines = []
     for label, n, d, width, depth in MLP_SHAPES:
@@ -136,14 +142,15 @@ def mlp_routes() -> list[str]:
             energy = MLPEnergy(d, width, depth)
         x = torch.randn(n, d, generator=torch.Generator().manual_seed(0))
         name = mlp.route_for(energy, x).name
-        lines.append(f"route mlp ({label}): {name} ({_how(mlp.FAMILY, mlp.route_key(energy, x))})")
+        how = _how(mlp.FAMILY, mlp.MLP_PASS.key(energy, x) or "")
+        lines.append(f"route mlp ({label}): {name} ({how})")
     return lines
 
 
 def conv_routes() -> list[str]:
     """The layout the LEBM generator settles on (``model.channels_last: auto``) per shape."""
-    from shortrun.models import conv_routes as conv
     from shortrun.models.lebm_nets import Generator
+    from shortrun.speed import layout as conv
 
     lines = []
     for label, kind, nz, ngf, batch in CONV_SHAPES:
@@ -151,7 +158,7 @@ def conv_routes() -> list[str]:
             g = Generator(kind, nz, ngf, "auto")
         z = torch.randn(batch, nz, 1, 1, generator=torch.Generator().manual_seed(0))
         name = conv.layout_for(g.net, z, f"{kind}-nz{nz}-ngf{ngf}")
-        key = conv.route_key(z, f"{kind}-nz{nz}-ngf{ngf}")
+        key = conv.LAYOUT.key(g.net, z, f"{kind}-nz{nz}-ngf{ngf}") or ""
         lines.append(f"route conv ({label}): {name} ({_how(conv.FAMILY, key)})")
     return lines
 
@@ -159,8 +166,8 @@ def conv_routes() -> list[str]:
 def deconv_routes() -> list[str]:
     """The route of the LEBM generators' first and last layers (``deconv`` family), after the
     layout settled: one generator forward plus the latent's gradient, as a chain step runs."""
-    from shortrun.models import fold_routes
     from shortrun.models.lebm_nets import Generator
+    from shortrun.speed import deconv as fold_routes
 
     lines = []
     for label, kind, nz, ngf, batch in DECONV_SHAPES:
@@ -216,9 +223,8 @@ def info_lines() -> list[str]:
         lines.append(f"bf16 GEMM peak ({PEAK_N}³, {threads}): "
                      f"oneDNN {peaks['oneDNN bf16']:.0f} GFLOP/s")
     lines += rbm_routes() + rbm_step_routes() + mlp_routes() + conv_routes() + deconv_routes()
-    lines += [f"route cache: {routes.cache_path()} (safe to delete; SHORTRUN_ROUTE_RBM="
-              "torch|onednn|numpy, SHORTRUN_ROUTE_RBM_STEP=torch|numpy, SHORTRUN_ROUTE_MLP="
-              "torch|onednn, SHORTRUN_ROUTE_CONV=nchw|nhwc, SHORTRUN_ROUTE_DECONV=conv|fold|gemm "
-              "pin one family; a second thread "
-              f"must win by {routes.THREAD_MARGIN:g}×)"]
+    pins = ", ".join(f"SHORTRUN_ROUTE_{f.upper()}={'|'.join(r)}"
+                     for f, r in routes.FAMILIES.items())
+    lines += [f"route cache: {cache.cache_path()} (safe to delete; {pins} pin one family; "
+              f"a second thread must win by {routes.THREAD_MARGIN:g}×)"]
     return lines

@@ -116,7 +116,7 @@ def fingerprint_state(state: dict[str, torch.Tensor]) -> dict:
 def old_product_route():
     """The RBM products by the route they took when the record was made (oneDNN when usable,
     else the fixed order), not by a timing that may pick another summation order (issue 16)."""
-    from shortrun import routes
+    from shortrun.speed import engine as routes
 
     before = os.environ.get("SHORTRUN_ROUTE")
     os.environ["SHORTRUN_ROUTE"] = "onednn"
@@ -134,7 +134,7 @@ def old_product_route():
 @contextmanager
 def fixed_routes():
     """``train.routes: fixed`` with no ``SHORTRUN_ROUTE*`` pin: the policy alone (issue 42)."""
-    from shortrun import routes
+    from shortrun.speed import engine as routes
 
     pins = [k for k in os.environ if k.startswith("SHORTRUN_ROUTE")]
     saved = {k: os.environ.pop(k) for k in pins}

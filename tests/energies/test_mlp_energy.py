@@ -11,8 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from shortrun.energies import MLPEnergy, mlp
-from shortrun.onednn import onednn_linear_works
+from shortrun.energies import MLPEnergy
+from shortrun.energies import mlp as energy_mlp
+from shortrun.speed import mlp
+from shortrun.speed.onednn import onednn_linear_works
 
 
 def reference(energy: MLPEnergy, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -144,7 +146,7 @@ def test_without_the_fused_silu_backward_the_public_ops_give_the_same_gradient(m
     energy = make(3).double()
     x = 2 * torch.randn(300, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     e_fused, g_fused = energy.energy_and_grad(x)
-    monkeypatch.setattr(mlp, "_FUSED_SILU_BACKWARD", False)
+    monkeypatch.setattr(energy_mlp, "_FUSED_SILU_BACKWARD", False)
     e, g = energy.energy_and_grad(x)
     e_ref, g_ref = reference(energy, x)
     torch.testing.assert_close(e, e_ref, rtol=1e-12, atol=1e-12)

@@ -2,7 +2,7 @@
 ``gemm`` route that is the transposed convolution it replaces: same output, same gradients for
 the latent, the weight and the bias, in either memory layout, and the output in the layout the
 rest of the generator runs in. Its routing is tested with the last layer's in
-tests/models/test_fold_routes.py."""
+tests/speed/test_deconv.py."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from shortrun.models import fold_routes as fr
 from shortrun.models.lebm_nets import Generator, LatentProjection
+from shortrun.speed import deconv as fr
 
 FORMATS = {"nchw": torch.contiguous_format, "nhwc": torch.channels_last}
 
@@ -48,7 +48,7 @@ def test_gemm_is_the_transposed_convolution_with_its_gradients(layout, kernel, b
 
 def test_the_gemm_route_passes_its_cross_check_and_needs_a_1x1_input():
     fast, _ = twins(4, 3, 4, "nchw")
-    assert fr.fast_works(fast)
+    assert fr._cross_check(fast)
     assert fr.applies(fast.float(), torch.randn(2, 4, 1, 1))
     assert not fr.applies(fast.float(), torch.randn(2, 4, 3, 3))
 

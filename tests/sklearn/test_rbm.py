@@ -19,6 +19,7 @@ from shortrun.data.base import DataInfo
 from shortrun.models.base import OptimOptions
 from shortrun.models.rbm import BernoulliRBM as Model
 from shortrun.sklearn import BernoulliRBM, GaussianBernoulliRBM
+from shortrun.speed.rbm_numpy import numpy_step
 
 
 def _probabilities(n=40, d=6, seed=0):
@@ -81,9 +82,12 @@ def test_probabilities_enter_the_positive_phase_as_they_are():
         v = torch.from_numpy(_probabilities(n=8))
         want = float(m.free_energy(v).mean())
         opt = m.build_optimizers(OptimOptions(lr=0.1))["main"]
-        from shortrun.models import rbm_step_route
-
-        got = rbm_step_route.IMPLS[route](m, opt, v)["energy_pos"]
+        if route == "torch":
+            got = m._torch_step(v, {"main": opt})["energy_pos"]
+        else:
+            chains = m.source.chains if m.options.learning == "pcd" else None
+            tensors = (m.W, m.b, m.c, m.mu, m.lam, chains)
+            got = numpy_step(tensors, v, m.fast_step_options(), opt)["energy_pos"]
         assert got == pytest.approx(want, rel=1e-12), route
 
 

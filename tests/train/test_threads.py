@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from shortrun import routes
+from shortrun.speed import engine as routes
 from shortrun.train.threads import ThreadsForTheWork
 
 

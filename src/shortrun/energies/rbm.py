@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from shortrun.products import affine
+from shortrun.speed.products import affine
 
 Beta = float | torch.Tensor
 UNIFORM_NUMPY_FROM = 1 << 15  # draws of this many numbers or more come from NumPy's PCG64

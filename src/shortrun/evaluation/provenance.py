@@ -60,7 +60,7 @@ def tensor_sha256(x: torch.Tensor) -> str:
 
 def cache_path() -> Path:
     """``$SHORTRUN_CACHE/fd_floors.json``, else under ``$XDG_CACHE_HOME/shortrun`` or
-    ``~/.cache/shortrun`` (beside the route cache of :mod:`shortrun.routes`)."""
+    ``~/.cache/shortrun`` (beside the route cache of :mod:`shortrun.speed.cache`)."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV]).expanduser() / FLOORS_FILE
     root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"

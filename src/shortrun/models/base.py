@@ -8,7 +8,6 @@ Stateful chain sources are submodules, so their state is checkpointed with the p
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import re
 from collections.abc import Callable, Iterable
@@ -87,19 +86,6 @@ class Model(nn.Module):
     def from_config(cls, options: Any, info: DataInfo) -> Model:
         """Build the networks named by ``options`` (the recipe path) and the model."""
         return cls(options=options, info=info)
-
-    def __deepcopy__(self, memo: dict) -> Model:
-        """A deep copy that shares :attr:`reference_data` with the original (it is read-only).
-
-        Copying it would duplicate the run's whole dataset (MNIST is 220 MB), and the RBM's
-        route measurement makes five scratch copies of the model at its first step. Otherwise
-        what
-        ``copy.deepcopy`` does for any module: a new instance whose state is a deep copy."""
-        new = type(self).__new__(type(self))
-        memo[id(self)] = new
-        new.__setstate__({key: value if key == "reference_data" else copy.deepcopy(value, memo)
-                          for key, value in self.__dict__.items()})
-        return new
 
     def _given(self, **nets: nn.Module | None) -> None:
         """Record which networks the caller supplied (``from_config`` clears it)."""

@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 from shortrun.errors import ConfigError
-from shortrun.models.conv_routes import FORMATS, layout_for
-from shortrun.models.fold_routes import ImageLayer, LatentProjection
+from shortrun.speed.deconv import ImageLayer, LatentProjection
+from shortrun.speed.layout import FORMATS, layout_for
 
 GENERATORS = ("auto", "mnist28", "svhn32", "celeba64")
 SHAPES = {"mnist28": (1, 28, 28), "svhn32": (3, 32, 32), "celeba64": (3, 64, 64)}
@@ -66,7 +66,7 @@ class Generator(nn.Module):
     """``g_β(z)``: ``(B, nz)`` → ``(B, C, H, W)`` in [-1, 1].
 
     ``channels_last``: True runs the convolutions in NHWC, False in NCHW, ``"auto"`` settles
-    the layout at the first forward pass by measurement (:mod:`shortrun.models.conv_routes`);
+    the layout at the first forward pass by measurement (:mod:`shortrun.speed.layout`);
     the arithmetic is the same up to float rounding."""
 
     def __init__(self, kind: str, nz: int, ngf: int, channels_last: bool | str = False) -> None:

@@ -27,6 +27,7 @@ from shortrun.errors import ConfigError
 from shortrun.fields import fld
 from shortrun.models.rbm_learning import RBMBase, RBMOptions
 from shortrun.samplers.gibbs import GibbsState
+from shortrun.speed.rbm_step import StepOptions
 
 
 @dataclass
@@ -37,7 +38,7 @@ class BernoulliRBMOptions(RBMOptions):
 
 class BernoulliRBM(RBMBase):
     Config = BernoulliRBMOptions
-    numpy_step = True  # models/rbm_fused.py computes this class's (not a subclass's) update
+    fast_update = True  # the rbm_step family computes this class's (not a subclass's) update
 
     def setup(self, info) -> None:
         # (N, D) vectors in [0, 1] are visible probabilities, as scikit-learn's BernoulliRBM
@@ -55,6 +56,13 @@ class BernoulliRBM(RBMBase):
     @property
     def centered(self) -> bool:
         return bool(self.options.centering)
+
+    def fast_step_options(self) -> StepOptions | None:
+        m = self.options
+        if not (vars(type(self)).get("fast_update") and m.learning in ("cd", "pcd")
+                and m.chain == "gibbs"):
+            return None
+        return StepOptions(m.learning, m.k, self.centered, m.offset_rate)
 
     def params(self, fast: bool = False) -> BernoulliRBMParams:
         W, b, c = self.W.detach(), self.b.detach(), self.c.detach()

@@ -31,14 +31,14 @@ from shortrun.data.base import DataInfo
 from shortrun.energies.rbm import RBMParams
 from shortrun.errors import ConfigError
 from shortrun.fields import fld
-from shortrun.models import rbm_fused, rbm_step_route
 from shortrun.models.base import Model, ModelOptions, OptimOptions, merge_options
 from shortrun.models.inputs import check_batch, check_sample_args
 from shortrun.models.rbm_sgd import RBMSGD
-from shortrun.products import gemm, match_blas_threads
 from shortrun.samplers.gibbs import GibbsState, block_gibbs, hidden_state
 from shortrun.samplers.sources import DataSource, PersistentChains, TemperedChains
 from shortrun.samplers.tempering import beta_ladder, tempering_step
+from shortrun.speed import rbm_step
+from shortrun.speed.products import gemm, match_blas_threads
 
 
 @dataclass
@@ -118,17 +118,7 @@ class RBMBase(Model):
         # old checkpoints name the chains ``chains`` / ``tempering.*``: renamed on load
         self.register_load_state_dict_pre_hook(_migrate_chain_keys)
         self._step_params: RBMParams | None = None  # set inside training_step only
-        self._step_route_pin: str | None = None  # "torch": never the NumPy step (its twins)
-        self._settled_step_routes: dict[tuple, Any] = {}  # rbm_step_route.step_route, per shape
         self._finish_init()
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickled without the per-process step routes and their workspaces (closures over
-        this process's NumPy views): an unpickled model chooses its route again."""
-        state = dict(self.__dict__)
-        state["_settled_step_routes"] = {}
-        state.pop("_numpy_workspace", None)
-        return state
 
     def setup(self, info: DataInfo) -> None:
         m = self.options
@@ -171,7 +161,7 @@ class RBMBase(Model):
         fast weights learn at ``model.fast_lr``, default ``train.lr``. ``foreach``: the same
         arithmetic in fewer calls, which matters for small RBMs whose whole step is ~300 µs;
         :class:`~shortrun.models.rbm_sgd.RBMSGD` is torch's SGD update without ``torch.optim``
-        (whose constructor imports ``torch._dynamo``), with a NumPy form for the NumPy step."""
+        (whose constructor imports a large part of torch at its first use)."""
         t, m = optim or OptimOptions(), self.options
         self.fast_lr = m.fast_lr or t.lr
         others = [p for n, p in self.named_parameters() if n != "W"]
@@ -229,14 +219,22 @@ class RBMBase(Model):
         p = self._step_params
         return p if p is not None else self.params()
 
+    def fast_step_options(self) -> rbm_step.StepOptions | None:
+        """The options of the update when a faster route may compute it (the binary RBM's
+        CD/PCD with Gibbs chains), else None: the torch step always runs."""
+        return None
+
     def training_step(self, batch, step, optimizers):
-        """One CD/PCD/FPCD update. Binary RBMs may run it as NumPy instead of torch calls when
-        that measured faster here (:mod:`shortrun.models.rbm_step_route`, the ``rbm_step``
-        route)."""
-        if self._step_route_pin != "torch":
-            route = rbm_step_route.step_route(self, optimizers["main"], batch)
-            if route.name != "torch":  # called through the route: the Trainer counts its use
-                return route(self, optimizers["main"], batch)
+        """One CD/PCD/FPCD update: by a faster route when the ``rbm_step`` family settles on
+        one (:func:`shortrun.speed.rbm_step.fast_step`), else by torch calls."""
+        opts = self.fast_step_options()
+        if opts is not None:
+            chains = self.source.chains if opts.learning == "pcd" else None
+            mu, lam = (self.mu, self.lam) if opts.centered else (None, None)
+            tensors = (self.W, self.b, self.c, mu, lam, chains)
+            out = rbm_step.fast_step(tensors, batch, opts, optimizers["main"])
+            if out is not None:
+                return out
         return self._torch_step(batch, optimizers)
 
     def _torch_step(self, batch, optimizers):
@@ -278,8 +276,9 @@ class RBMBase(Model):
         steps = steps or self.sample_steps or self.options.sample_steps
         p = self.params()
         v0 = self.start_state(n, generator)
-        if rbm_step_route.samples_with_numpy(self):  # the sweeps by the step's measured route
-            return rbm_fused.numpy_gibbs(p, v0, steps, generator).reshape(n, *self.info.shape)
+        fast = rbm_step.fast_gibbs(self.W, p, v0, steps, generator)  # the step's route
+        if fast is not None:
+            return fast.reshape(n, *self.info.shape)
         state = block_gibbs(p, v0, steps, generator=generator)
         return state.v.reshape(n, *self.info.shape)
 

@@ -1,14 +1,15 @@
 """The RBMs' optimiser: SGD with momentum and weight decay, and its learning-rate decay.
 
-Why not ``torch.optim.SGD``: every ``torch.optim`` optimiser's constructor imports
-``torch._dynamo`` (``Optimizer.add_param_group`` is wrapped to disable it), 1.7-1.9 s on the
+Why not ``torch.optim.SGD``: every ``torch.optim`` optimiser's constructor imports torch's
+compiler stack (``Optimizer.add_param_group`` is wrapped to disable it), 1.7-1.9 s on the
 AMD EPYC of bench/README, ten times scikit-learn's whole ``BernoulliRBM.fit`` on digits. An
 RBM's update is closed form (Hinton 2002, Eq. 5) and needs none of what that buys.
 
 :class:`RBMSGD` computes torch's SGD update call for call (``torch.optim.SGD`` with
 ``foreach``: on the CPU its list kernels apply the same per-tensor ``add``/``mul_``/``add_``),
-so a run gives the same bits either way; ``step_numpy`` is the same update by NumPy on the
-tensors' memory, for the NumPy step of :mod:`shortrun.models.rbm_fused`. Its ``state_dict`` is
+so a run gives the same bits either way; ``numpy_form`` tells the NumPy step
+(:func:`shortrun.speed.rbm_numpy.numpy_sgd`) that it may compute the same update on the
+tensors' memory. Its ``state_dict`` is
 SGD's (``state`` by parameter index, ``param_groups`` with the indices), so checkpoints written
 with ``torch.optim.SGD`` load. :class:`ExponentialDecay` is the Trainer's ``train.lr_decay``
 schedule for it, with ``torch.optim.lr_scheduler.ExponentialLR``'s arithmetic and state-dict
@@ -21,7 +22,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import numpy as np
 import torch
 
 # SGD options a group carries (torch's names, so a saved SGD state dict reads back)
@@ -30,13 +30,14 @@ _DEFAULTS = {"lr": 1e-3, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0,
              "fused": None}
 
 Hook = Callable[[Any, tuple, dict], None]
-_NUMPY_DTYPES = (torch.float32, torch.float64)
 
 
 class RBMSGD:
     """``RBMSGD(params_or_groups, lr=..., momentum=0, weight_decay=0)``: plain SGD,
     ``g ← ∇ + λθ; m ← μm + g (m = g at the first step); θ ← θ − lr·m``, as torch's SGD
     without dampening, Nesterov or maximize (refused: the RBMs never ask for them)."""
+
+    numpy_form = True  # plain SGD: the NumPy step may compute the update (without hooks)
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0.0,
                  weight_decay: float = 0.0, **options: Any) -> None:
@@ -55,7 +56,6 @@ class RBMSGD:
         self.param_groups: list[dict[str, Any]] = []
         self._pre_hooks: dict[int, Hook] = {}
         self._post_hooks: dict[int, Hook] = {}
-        self._numpy_views: dict[int, tuple] = {}
         params = list(params)
         if params and not isinstance(params[0], dict):
             params = [{"params": params}]
@@ -74,6 +74,11 @@ class RBMSGD:
 
     def register_step_post_hook(self, hook: Hook) -> Any:
         return _Handle(self._post_hooks, hook)
+
+    @property
+    def hooked(self) -> bool:
+        """Whether a step hook is registered (then every update runs :meth:`step`)."""
+        return bool(self._pre_hooks or self._post_hooks)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for group in self.param_groups:
@@ -113,59 +118,9 @@ class RBMSGD:
         self._run(self._post_hooks)
         return loss
 
-    def step_numpy(self) -> None:
-        """The same update computed by NumPy on the tensors' memory: for a 64 × 20 RBM
-        torch's calls cost ~90 µs a step on the AMD EPYC of bench/README, more than the rest
-        of the NumPy update; this ~20. CPU float32/float64 parameters only, else :meth:`step`."""
-        if not self._numpy_applies():
-            self.step()
-            return
-        if self._pre_hooks:
-            self._run(self._pre_hooks)
-        state = self.state
-        for group in self.param_groups:
-            lr, momentum, decay = group["lr"], group["momentum"], group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                buf_t = state[p].get("momentum_buffer") if momentum else None
-                g, pn, buf = self._views(p, buf_t)
-                if decay:
-                    g = g + decay * pn
-                if momentum:
-                    if buf is None:
-                        state[p]["momentum_buffer"] = torch.from_numpy(np.array(g, copy=True))
-                    else:
-                        buf *= momentum
-                        buf += g
-                        g = buf
-                pn -= g * lr
-        if self._post_hooks:
-            self._run(self._post_hooks)
-
     def _run(self, hooks: dict[int, Hook]) -> None:
         for hook in list(hooks.values()):
             hook(self, (), {})
-
-    def _views(self, p: torch.Tensor, buf_t: torch.Tensor | None
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """NumPy views of ``p``'s gradient, ``p`` and its momentum buffer, kept while the
-        three tensors are the same objects on the same memory."""
-        grad = p.grad
-        key = (p.data_ptr(), id(grad), grad.data_ptr(), id(buf_t))
-        cached = self._numpy_views.get(id(p))
-        if cached is None or cached[0] != key:
-            cached = (key, (grad.numpy(), p.detach().numpy(),
-                            None if buf_t is None else buf_t.numpy()))
-            self._numpy_views[id(p)] = cached
-        return cached[1]
-
-    def _numpy_applies(self) -> bool:
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.dtype not in _NUMPY_DTYPES or p.device.type != "cpu":
-                    return False
-        return True
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -194,7 +149,6 @@ class RBMSGD:
             # copies, as torch's load does: the saved dict may hold another optimiser's buffers
             self.state[p] = {k: v.to(dtype=p.dtype, device=p.device, copy=True)
                              if isinstance(v, torch.Tensor) else v for k, v in s.items()}
-        self._numpy_views.clear()
 
 
 class _Handle:

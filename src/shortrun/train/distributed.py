@@ -60,7 +60,7 @@ def init_from_env(device: str) -> DistInfo:
 def shutdown(info: DistInfo, timeout_s: float = 30.0) -> None:
     """Leave the process group once gloo's worker threads hold no Python tensor.
 
-    Why the wait: once any ``torch.optim`` step has imported ``torch._dynamo``, the gloo
+    Why the wait: once any ``torch.optim`` step has imported torch's dynamo compiler, the gloo
     process group outlives ``destroy_process_group`` (torch 2.13), so its worker threads are
     still there when the interpreter finalizes. A worker marks a collective complete *before*
     it drops its reference to the work, whose tensors are Python objects; if finalization

@@ -6,7 +6,7 @@ commit of the shortrun source when it is a git checkout (and whether that tree h
 uncommitted changes), the torch and Python versions, the CPU model, the device and the
 command line; when training ends, the routes the run used (``routes``: the policy of
 ``train.routes``, each chosen route by its cache key, and the thread count it trained on; see
-:mod:`shortrun.route_policy`). ``config.yaml`` stays the config alone: ``--resume`` and
+:mod:`shortrun.speed.policy`). ``config.yaml`` stays the config alone: ``--resume`` and
 ``shortrun eval`` re-read it; shortrun reads this file back only when ``train.routes`` names it.
 """
 
@@ -114,7 +114,7 @@ def record_routes(run_dir: Path, policy: str, threads: int) -> None:
     """Add to this session's (the last) entry the routes it used and its thread count: what
     ``train.routes: RUN_DIR/provenance.json`` replays. Never stops a run: a missing or
     unreadable file is left as it is."""
-    from shortrun import routes
+    from shortrun.speed import engine as routes
 
     path = Path(run_dir) / PROVENANCE
     try:

@@ -1,22 +1,21 @@
-"""Threads chosen for the work: a run whose first step used only measured routes that chose
+"""Threads chosen for the work: a run whose first step used only decided routes that run on
 one thread runs on one thread.
 
-The routes (:mod:`shortrun.routes`) time each hot product at torch's thread count and at one,
-and a second thread must win by :data:`~shortrun.routes.THREAD_MARGIN`. When every route the
-first step of a run used (:data:`shortrun.routes.MEMO`) was measured and chose one thread
-(``rbm_digits``: its 100×64×20 products, or its NumPy step on a one-thread BLAS), the step's
-remaining work (batch gathering, element-wise ops, sampling) is as small, and each parallel
-region costs a thread wake-up: a scheduler slice on a loaded machine (figures: bench/README,
-"Measurements behind the speed layer"). So the rest of the run takes one thread, and the count
-is restored when training ends. ``train.threads`` set by the user is never overridden; nor is
-a run with pinned routes (nothing measured).
+The engine (:mod:`shortrun.speed.engine`) races each hot product at torch's thread count and at
+one (a second thread must win by :data:`~shortrun.speed.engine.THREAD_MARGIN`), and the
+``rbm_step`` size rule puts a small RBM's update on one BLAS thread. When every route the first
+step used (:data:`shortrun.speed.engine.MEMO`) was decided so (raced, cached, replayed or by a
+size rule) and runs on one thread, the step's remaining work is as small, and each parallel
+region costs a thread wake-up: a scheduler slice on a loaded machine. So the rest of the run
+takes one thread, restored when training ends. ``train.threads`` set by the user is never
+overridden; nor is a run with pinned or fixed routes (nothing decided).
 """
 
 from __future__ import annotations
 
 import torch
 
-from shortrun import routes
+from shortrun.speed import engine as routes
 
 
 class ThreadsForTheWork:
@@ -29,8 +28,8 @@ class ThreadsForTheWork:
         self.dropped = False
 
     def after_first_step(self) -> bool:
-        """Drop to one thread if every route the step called was measured and chose one
-        thread (a pinned or fixed route was not measured: then nothing changes); True if
+        """Drop to one thread if every route the step called was decided by the engine and
+        runs on one thread (a pinned or fixed route was not: then nothing changes); True if
         dropped."""
         if not self.active:
             return False

@@ -17,13 +17,14 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from shortrun import route_policy, routes
 from shortrun.data.base import LoadedData
 from shortrun.data.registry import load_data
 from shortrun.errors import ConfigError, DivergenceError, MissingExtraError, TrainingInterrupted
 from shortrun.models.base import Model, OptimOptions
 from shortrun.models.rbm_sgd import lr_decay
 from shortrun.models.registry import build_model
+from shortrun.speed import engine as routes
+from shortrun.speed import policy as route_policy
 from shortrun.train import checkpoint as ckpt
 from shortrun.train import distributed as dist
 from shortrun.train.batcher import EpochBatcher, gather_rows

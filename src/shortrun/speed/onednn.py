@@ -1,19 +1,16 @@
 """Float32 matrix products through oneDNN on CPU, for the kernels' no-autograd inner loops.
 
-PyTorch's ``torch.mm``/``torch.addmm`` on CPU call the BLAS it was built with (MKL for the
-x86 wheels), which on the AMD machine we benchmark on is slow: a 2048³ float32 product runs at
-115-143 GFLOP/s on 2 threads through ``torch.mm``, 202-226 through NumPy's OpenBLAS and
-372-390 through oneDNN's JIT kernels (``mkldnn._linear_pointwise``, the op ``torch.compile``
-itself lowers ``nn.Linear`` to on CPU), and the RBM's skinny batch-100 products gain about as
-much (bench/results_rbm.md, bench/results_ebm.md). Same float32 arithmetic, a different
-summation order.
+On the AMD EPYCs measured, oneDNN's JIT kernels ran fp32 products up to twice as fast as
+``torch.mm``'s MKL (bench/results/). The op is ``mkldnn._linear_pointwise`` (what
+``torch.compile`` lowers ``nn.Linear`` to on CPU). It is private, and torch has no public route
+to oneDNN's fp32 linear on dense tensors: ``Tensor.to_mkldnn`` and ``F.linear`` on the converted
+tensors copy both factors at every call (100 × 784 × 500 at one thread: 6.8 ms against 5.8 ms
+for ``F.linear`` and 5.4 ms here). So :func:`_pointwise` is the one place that names it; it is
+used only after a probe shows it exists and agrees with ``F.linear``, every family that routes
+through it cross-checks it in float64 first, and everything else takes the public ops.
 
-``_linear_pointwise`` is a private op, so it is used only after a probe shows it exists and
-agrees with ``F.linear``; everything else falls back to the public ops.
-
-Under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (``train.precision: bf16``) the op is not
-cast by autocast itself, so :func:`onednn_linear` casts the factors to bfloat16 (oneDNN's
-AVX512-BF16 kernels accumulate in float32) and returns float32, with the bias added in float32.
+Under ``torch.autocast("cpu", dtype=torch.bfloat16)`` the op is not cast by autocast, so
+:func:`onednn_linear` casts the factors to bfloat16 (float32 accumulation) and returns float32.
 """
 
 from __future__ import annotations
@@ -24,15 +21,18 @@ import torch.nn.functional as F
 _WORKS: dict[torch.dtype, bool] = {}  # probed once per factor dtype, on first use
 
 
+def _pointwise(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """``x @ w.T + b`` by oneDNN's linear kernel: the project's only private torch name."""
+    return torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
+
+
 def _probe(dtype: torch.dtype) -> bool:
     g = torch.Generator().manual_seed(0)
     x, w, b = (torch.randn(*s, generator=g) for s in ((5, 3), (4, 3), (4,)))
     xd, wd = x.to(dtype), w.to(dtype)
     bias = b if dtype == torch.float32 else None  # the bf16 route adds the bias in float32
-    out = torch.ops.mkldnn._linear_pointwise(xd, wd, bias, "none", [], "")
-    # a transposed (non-contiguous) weight is how the RBM calls it
-    out_t = torch.ops.mkldnn._linear_pointwise(xd, wd.t().contiguous().t(), None,
-                                               "none", [], "")
+    out = _pointwise(xd, wd, bias)
+    out_t = _pointwise(xd, wd.t().contiguous().t(), None)  # a transposed weight, as the RBM
     ref = F.linear(xd.double(), wd.double(), b.double() if bias is not None else None)
     ref_t = xd.double() @ wd.double().t()
     tol = 1e-5 if dtype == torch.float32 else 2e-2  # bf16 rounds its output to 8 bits
@@ -72,7 +72,6 @@ def onednn_linear(x: torch.Tensor, w: torch.Tensor,
     Float32 in, float32 out; the product in bfloat16 under CPU bf16 autocast."""
     if autocast_bf16():
         bf = torch.bfloat16
-        out = torch.ops.mkldnn._linear_pointwise(x.to(bf), w.to(bf), None, "none", [], "")
-        out = out.float()
+        out = _pointwise(x.to(bf), w.to(bf), None).float()
         return out.add_(b) if b is not None else out
-    return torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
+    return _pointwise(x, w, b)

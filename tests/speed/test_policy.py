@@ -19,8 +19,9 @@ from tests.behaviour.fingerprint import (
     tiny_overrides,
 )
 
-from shortrun import route_policy, routes
 from shortrun.errors import ConfigError
+from shortrun.speed import engine as routes
+from shortrun.speed import policy as route_policy
 from shortrun.train.config import resolve
 from shortrun.train.trainer import Trainer
 

@@ -1,29 +1,18 @@
-"""The LEBM generator's first and last layers, transposed convolutions that oneDNN runs slowly,
-each by oneDNN's kernel or by the product it is, chosen by measurement (``deconv`` family).
+"""The ``deconv`` family: the LEBM generator's first and last layers, transposed convolutions
+that oneDNN runs slowly, by the convolution (``conv``) or by the product it is.
 
-- :class:`LatentProjection`, the first layer (``1 × 1`` latent to a ``k × k`` map): ``conv`` or
-  ``gemm``, ``z @ W.reshape(c, o·k·k)``: for the SVHN generator's 100 → 512 × 4 × 4 layer the
-  GEMM ran forward plus the latent's gradient in less than half oneDNN's time on one CPU
-  measured (``bench/lebm_projection_speed.py``).
-- :class:`ImageLayer`, the last layer (to the image's 1 or 3 channels): ``conv`` or ``fold``.
+- :class:`LatentProjection`, the first layer (``1 × 1`` latent to a ``k × k`` map): ``gemm``,
+  ``z @ W.reshape(c, o·k·k)``, ran the SVHN generator's 100 → 512 × 4 × 4 layer (forward and
+  the latent's gradient) in under half oneDNN's time (``bench/lebm_projection_speed.py``).
+- :class:`ImageLayer`, the last layer (to 1 or 3 channels, where oneDNN's kernels are slowest):
+  ``fold``, ``x @ W.reshape(c, o·k·k)`` per input pixel and ``F.fold`` (col2im) to scatter-add
+  the patches, about twice as fast on the MNIST generator (``bench/lebm_fold_speed.py``). Its
+  backward is the convolution's own (``aten.convolution_backward``), so gradients are exactly
+  ``nn.ConvTranspose2d``'s.
 
-For the last layer: oneDNN's transposed-convolution kernels are slow when the output has few
-channels: on the MNIST generator's 32 → 1 channel layer it was the largest single cost of a
-``lebm_mnist_anomaly`` iteration. The same layer
-written as what it is, ``cols = x @ W.reshape(c, o·k·k)`` per input pixel and then ``F.fold``
-(col2im) to scatter-add the ``k × k`` patches, ran it about twice as fast
-(``bench/lebm_fold_speed.py``; figures in bench/README). The backward is the convolution's own
-(``aten.convolution_backward``), so gradients are exactly those of ``nn.ConvTranspose2d``; the
-forward differs from oneDNN's only in summation order.
-
-Whether the product wins depends on the CPU and the kernels oneDNN has, so each layer times
-both of its routes at its first call for each input shape bucket, layout, dtype and thread
-count (forward plus the input's gradient, what a posterior-chain step runs) and keeps the
-faster in the route cache (:mod:`shortrun.routes`). Before the product may be chosen it must
-agree with the convolution in float64 (:func:`fast_works`).
-``SHORTRUN_ROUTE_DECONV=conv|fold|gemm`` pins the route (a layer that has no such route takes
-``conv``); off CPU, under autocast, or with ``SHORTRUN_ROUTE`` naming another family's route,
-the layers are the plain convolution.
+Each layer keeps its choice per input shape, layout, dtype and threads (timed as forward plus
+the input's gradient, a posterior-chain step's work); off CPU or under autocast it is the plain
+convolution.
 """
 
 from __future__ import annotations
@@ -36,22 +25,18 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from shortrun import routes
+from shortrun.speed import engine
 
 FAMILY = "deconv"
 ROUTES = ("conv", "fold", "gemm")
 FIXED = "conv"
-_WORKS: dict[tuple, bool] = {}
 _UNMEASURED = [0]  # depth of :func:`unmeasured` blocks
 
 
 @contextlib.contextmanager
 def unmeasured() -> Iterator[None]:
-    """Layers first called inside this block take ``conv`` without measuring or caching a
-    route. For throwaway copies of a generator run at shapes training never uses: the
-    layout's float64 cross-check on two latents (:func:`shortrun.models.conv_routes.
-    layout_works`) would otherwise time both routes of every layer at batch 2, in float32 and
-    float64, and leave those keys in the route cache."""
+    """Layers first called inside this block take ``conv`` without measuring or caching: for
+    the layout check's batch-2 copies of a generator (:mod:`shortrun.speed.layout`)."""
     _UNMEASURED[0] += 1
     try:
         yield
@@ -121,7 +106,6 @@ def conv(layer: nn.ConvTranspose2d, x: torch.Tensor) -> torch.Tensor:
 
 
 IMPLS = {"conv": conv, "fold": fold, "gemm": gemm}
-_UNWATCHED = {name: routes.Chosen(name, IMPLS) for name in IMPLS}
 
 
 def applies(layer: RoutedTransposedConv, x: torch.Tensor) -> bool:
@@ -146,20 +130,51 @@ def _forward_and_grad(impl, layer: nn.ConvTranspose2d, x: torch.Tensor):
     return y.detach(), g
 
 
-def fast_works(layer: RoutedTransposedConv) -> bool:
-    """The float64 cross-check, once per layer configuration: the layer's product route and the
-    convolution agree on the output and on every gradient, in NCHW and NHWC."""
-    key = (layer.FAST, layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride,
-           layer.padding, layer.bias is not None)
-    if key not in _WORKS:
-        try:
-            # the first call may come under no_grad (a draw); the check's layer init must not
-            # move the global RNG, which the run's chains draw from
-            with torch.enable_grad(), torch.random.fork_rng(devices=[]):
-                _WORKS[key] = _cross_check(layer)
-        except Exception:  # any failure means the route is not a candidate
-            _WORKS[key] = False
-    return _WORKS[key]
+def _layout(t: torch.Tensor) -> str:
+    return ("nhwc" if t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+            else "nchw")
+
+
+class Deconv(engine.Family):
+    """The ``deconv`` family: a generator's first or last layer by the convolution or by the
+    product it is (module docstring). Not watched: each layer keeps its choice per shape."""
+
+    name, routes, impls, watch = FAMILY, engine.FAMILIES[FAMILY], IMPLS, False
+
+    def candidates(self, layer, x) -> list[str]:
+        return ["conv", layer.FAST] if applies(layer, x) else ["conv"]
+
+    def fixed(self, layer, x) -> str:
+        return FIXED
+
+    def key(self, layer, x) -> str | None:
+        """``deconv|dtype|threads=N|batch=B (bucket)|c x o x k, stride, in h x w|layout``."""
+        if _UNMEASURED[0]:
+            return None
+        layout = _layout(x if x.shape[2:] != (1, 1) else layer.weight)  # 1 × 1 is both
+        return (f"{FAMILY}|{str(x.dtype).removeprefix('torch.')}|"
+                f"threads={torch.get_num_threads()}|batch={engine.bucket(x.shape[0])}|"
+                f"{layer.in_channels}x{layer.out_channels}x{layer.kernel_size[0]}"
+                f"s{layer.stride[0]}|in{x.shape[2]}x{x.shape[3]}|{layout}")
+
+    def check_key(self, route, layer, x):
+        return (layer.FAST, layer.in_channels, layer.out_channels, layer.kernel_size,
+                layer.stride, layer.padding, layer.bias is not None)
+
+    def cross_check(self, route, layer, x) -> bool:
+        """The product route and the convolution agree on the output and on every gradient,
+        in NCHW and NHWC, in float64."""
+        if route == "conv":
+            return True
+        with torch.enable_grad():  # the first call may come under no_grad (a draw)
+            return _cross_check(layer)
+
+    def trial(self, route, layer, x):
+        probe = x.detach().clone(memory_format=torch.preserve_format)
+        return lambda: _forward_and_grad(IMPLS[route], layer, probe)
+
+
+DECONV = Deconv()
 
 
 def _cross_check(layer: RoutedTransposedConv) -> bool:
@@ -189,41 +204,9 @@ def _cross_check(layer: RoutedTransposedConv) -> bool:
     return True
 
 
-def route_key(layer: nn.ConvTranspose2d, x: torch.Tensor) -> str:
-    """``deconv|dtype|threads=N|batch=B (bucket)|c x o x k, stride, in h x w|layout``."""
-    layout = _layout(x if x.shape[2:] != (1, 1) else layer.weight)  # a 1 × 1 input is both
-    return (f"{FAMILY}|{str(x.dtype).removeprefix('torch.')}|threads={torch.get_num_threads()}"
-            f"|batch={routes.bucket(x.shape[0])}|{layer.in_channels}x{layer.out_channels}"
-            f"x{layer.kernel_size[0]}s{layer.stride[0]}|in{x.shape[2]}x{x.shape[3]}|{layout}")
-
-
-def _layout(t: torch.Tensor) -> str:
-    return ("nhwc" if t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
-            else "nchw")
-
-
-def route_for(layer: RoutedTransposedConv, x: torch.Tensor) -> routes.Chosen:
-    """The route of ``layer`` on inputs like ``x``: pinned, cached or measured now (module
-    docstring), remembered per layer for the key's shape, layout, dtype and threads."""
-    pinned = routes.pinned_route(FAMILY, ROUTES)
-    if pinned in ROUTES:
-        usable = pinned == layer.FAST and applies(layer, x)
-        return _UNWATCHED[pinned if usable else FIXED]
-    if (pinned is not None or _UNMEASURED[0] or not applies(layer, x)
-            or not fast_works(layer)):
-        return _UNWATCHED[FIXED]
-    key = route_key(layer, x)
-    probe = x.detach().clone(memory_format=torch.preserve_format)
-    calls = {name: (lambda f=IMPLS[name]: _forward_and_grad(f, layer, probe))
-             for name in ("conv", layer.FAST)}
-    name = routes.choose(key, calls)
-    return routes.Chosen(name, IMPLS, key, watch=False)
-
-
 class RoutedTransposedConv(nn.ConvTranspose2d):
-    """``nn.ConvTranspose2d`` (same parameters, state-dict keys and initialisation) whose CPU
-    forward takes the measured ``deconv`` route: ``conv`` or the subclass's product route
-    :attr:`FAST` (module docstring)."""
+    """``nn.ConvTranspose2d`` (same parameters, state dict and init) whose CPU forward takes
+    the ``deconv`` route: ``conv`` or the subclass's product route :attr:`FAST`."""
 
     FAST = "conv"
 
@@ -234,7 +217,7 @@ class RoutedTransposedConv(nn.ConvTranspose2d):
                torch.get_num_threads())
         chosen = self.__dict__.setdefault("_routes", {}).get(key)
         if chosen is None:
-            chosen = self.__dict__["_routes"][key] = route_for(self, x)
+            chosen = self.__dict__["_routes"][key] = engine.settle(DECONV, self, x)
         return chosen(self, x)
 
 

@@ -1,15 +1,13 @@
 """How a run chooses its routes (``train.routes``), and what it records of them.
 
-- ``auto``: a route is chosen by timing its candidates on this machine (:mod:`shortrun.routes`),
-  remembered in the route cache; every candidate passed the same float64 cross-check, so the
-  choice changes only the summation order, not the maths.
-- ``fixed``: no timing at all: every family takes its fixed route (the one it took before
-  routes were measured), as if ``SHORTRUN_ROUTE`` pinned it, so the run's arithmetic is a
-  function of its config, seed and machine alone. The behaviour fingerprints are recorded so.
-- a file: replay the routes a run used. ``RUN_DIR/provenance.json`` (or the run directory)
-  records, per start, every route the run chose (``routes``: cache key -> route) and its thread
-  count; a key found there takes its recorded route without timing. A key the record lacks (a
-  new shape, another thread count) is chosen as under ``auto``.
+- ``auto``: each family's route by a race on this machine or its size rule
+  (:mod:`shortrun.speed.engine`); every candidate passed the same float64 cross-check, so the
+  choice changes only the summation order.
+- ``fixed``: no timing: every family takes its fixed route, so the run's arithmetic is a
+  function of its config, seed and machine alone (the behaviour fingerprints are recorded so).
+- a file (``RUN_DIR/provenance.json`` or the run directory): replay the routes a run recorded
+  (``routes``: cache key -> route) without timing; a key the record lacks (a new shape,
+  another thread count) is chosen as under ``auto``.
 
 ``SHORTRUN_ROUTE`` / ``SHORTRUN_ROUTE_<FAMILY>`` still pin a family whatever the policy.
 """
@@ -40,7 +38,7 @@ def recorded(key: str) -> str | None:
 def use(value: str) -> bool:
     """Set the policy named by a ``train.routes`` value for this process. Returns whether the
     routes this process settled on so far may not be the policy's (then the caller forgets
-    them: :func:`shortrun.routes.forget`). A bad value is a :class:`ConfigError` naming the
+    them: :func:`shortrun.speed.engine.forget`). A bad value is a :class:`ConfigError` naming the
     key and the fix."""
     before = _state["mode"]
     if value in MODES:

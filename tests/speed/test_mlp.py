@@ -7,9 +7,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from shortrun import routes
-from shortrun.energies import MLPEnergy, mlp
+from shortrun.energies import MLPEnergy
 from shortrun.errors import ConfigError
+from shortrun.speed import engine as routes
+from shortrun.speed import mlp
+from shortrun.speed.onednn import onednn_usable
+
+
+def _raced(energy, flat):
+    """The candidates a race of these rows would time (applying, checked)."""
+    return [n for n in mlp.MLP_PASS.candidates(energy, flat)
+            if routes.passes(mlp.MLP_PASS, n, energy, flat)]
 
 
 def _check_against_float64(energy: MLPEnergy, n: int = 300) -> None:
@@ -42,7 +50,7 @@ def test_every_measured_choice_agrees_with_float64(winner, threads, n, monkeypat
     energy = _energy()
     _check_against_float64(energy, n)
     flat = torch.zeros(n, 2)
-    if winner in mlp.candidates(flat):
+    if winner in _raced(energy, flat):
         assert mlp.route_for(energy, flat).name == winner
 
 
@@ -76,18 +84,27 @@ def test_the_fastest_pass_wins_and_is_cached(monkeypatch):
                         lambda name, fn: (calls.append(name), fn(), times[name])[2])
     energy, x = _energy(), torch.randn(500, 2)
     energy.energy_and_grad(x)
-    expect = "onednn" if "onednn" in mlp.candidates(x) else "torch"
-    key = mlp.route_key(energy, x)
+    expect = "onednn" if "onednn" in _raced(energy, x) else "torch"
+    key = mlp.MLP_PASS.key(energy, x)
     assert key == "mlp|float32|threads=1|rows=512|2x32x32"
     assert routes.remembered()[key]["name"] == expect
     energy.energy_and_grad(torch.randn(400, 2))  # the same bucket: not timed again
-    assert len(calls) == len(mlp.candidates(x)) * routes.ROUNDS
+    assert len(calls) == len(_raced(energy, x)) * routes.ROUNDS
 
 
 def test_every_route_passes_the_cross_check_here():
-    assert mlp.route_works("torch", torch.float32) and mlp.route_works("torch", torch.float64)
-    if mlp.onednn_usable(torch.zeros(1)):
-        assert mlp.route_works("onednn", torch.float32)
+    energy, x = _energy(), torch.zeros(3, 2)
+    assert routes.passes(mlp.MLP_PASS, "torch", energy, x)
+    assert routes.passes(mlp.MLP_PASS, "torch", energy.double(), x.double())
+    if onednn_usable(x):
+        assert routes.passes(mlp.MLP_PASS, "onednn", _energy(), x)
+
+
+def test_a_wrong_pass_fails_the_cross_check(monkeypatch):
+    monkeypatch.setitem(mlp.MLP_PASS.impls, "onednn",
+                        lambda e, x: tuple(t * 1.001 for t in e.pass_with(x, True)))
+    monkeypatch.setattr(routes, "_checked", {})
+    assert not routes.passes(mlp.MLP_PASS, "onednn", _energy(), torch.zeros(3, 2))
 
 
 def test_a_bad_family_pin_names_the_fix(monkeypatch):

@@ -4,8 +4,9 @@ the current thread count or one) agrees with float64."""
 import pytest
 import torch
 
-from shortrun import products, routes
-from shortrun.products import affine, gemm, route_for
+from shortrun.speed import engine as routes
+from shortrun.speed import products
+from shortrun.speed.products import affine, gemm, route_for
 
 
 def _check_against_float64():
@@ -44,8 +45,15 @@ def test_every_measured_choice_agrees_with_float64(winner, threads, monkeypatch)
     torch.set_num_threads(threads)
     _check_against_float64()
     a, b = torch.rand(30, 40), torch.rand(40, 20)
-    if winner in products.candidates(a, b, None):
+    if winner in _raced(a, b, None):
         assert route_for(a, b) == winner
+
+
+def _raced(a, b, bias=None):
+    """The candidates a race of these tensors would time (applying, checked)."""
+    P = products.PRODUCTS
+    return [n for n in P.racers(P.candidates(a, b, bias), a, b, bias)
+            if routes.passes(P, n, a, b, bias)]
 
 
 def test_float64_and_autograd_inputs_take_the_plain_route():
@@ -78,11 +86,11 @@ def test_the_onednn_pin_is_the_old_fixed_order(mkldnn_enabled):
 
 def test_a_route_failing_its_float64_check_is_never_a_candidate(monkeypatch):
     monkeypatch.setitem(products.IMPLS, "numpy", lambda a, b, bias: (a @ b) * 1.001)
-    monkeypatch.setattr(products, "_WORKS", {})
+    monkeypatch.setattr(routes, "_checked", {})
     a, b = torch.rand(8, 5), torch.rand(5, 3)
-    assert not products.route_works("numpy", torch.float32)
-    assert "numpy" not in products.candidates(a, b, None)
-    assert products.route_works("torch", torch.float32)
+    assert not routes.passes(products.PRODUCTS, "numpy", a, b, None)
+    assert "numpy" not in _raced(a, b, None)
+    assert routes.passes(products.PRODUCTS, "torch", a, b, None)
 
 
 def test_small_products_are_also_timed_on_one_thread():
@@ -90,10 +98,10 @@ def test_small_products_are_also_timed_on_one_thread():
     NumPy only at one thread, where its pool does not fight torch's."""
     torch.set_num_threads(2)
     a, b = torch.rand(100, 64), torch.rand(64, 20)
-    cands = products.candidates(a, b, None)
+    cands = _raced(a, b, None)
     assert {"torch", "torch@1"} <= set(cands) and "numpy" not in cands
     torch.set_num_threads(1)
-    assert "torch@1" not in products.candidates(a, b, None)
+    assert "torch@1" not in _raced(a, b, None)
 
 
 def test_the_one_thread_route_restores_the_thread_count(monkeypatch):

@@ -1,23 +1,22 @@
 """The binary RBM's NumPy step (``rbm_step`` family): the same update as the torch step to
-float64 rounding, drawing the same random numbers; chosen by pin, fixed route or measurement,
-without touching the model, its optimiser or the global RNG while it measures."""
+float64 rounding, drawing the same random numbers; chosen by pin, fixed route or the size rule
+(never timed), without touching the model, its optimiser or the global RNG."""
 
 from __future__ import annotations
 
-import copy
 import warnings
 
-import numpy as np
 import pytest
 import torch
 
-from shortrun import routes
 from shortrun.data.base import DataInfo
 from shortrun.errors import ConfigError
-from shortrun.models import rbm_fused, rbm_step_route
 from shortrun.models.base import OptimOptions
 from shortrun.models.grbm import GaussianBernoulliRBM
 from shortrun.models.rbm import BernoulliRBM
+from shortrun.speed import engine as routes
+from shortrun.speed import rbm_numpy as rbm_fused
+from shortrun.speed import rbm_step
 
 VARIANTS = [dict(learning="pcd", centering=True, momentum=0.5, k=1),
             dict(learning="pcd", centering=False, momentum=0.0, k=2),
@@ -45,10 +44,27 @@ def _batches(n_visible=12, dtype=torch.float64, n=4, size=7):
     return [(torch.rand(size, n_visible, generator=g) < 0.4).to(dtype) for _ in range(n)]
 
 
+def _tensors(m):
+    chains = m.source.chains if m.options.learning == "pcd" else None
+    return m.W, m.b, m.c, m.mu, m.lam, chains
+
+
+def _step(model, route, opt, batch):
+    """One update of ``model`` by ``route`` (``torch``: the model's own step)."""
+    if route == "torch":
+        return model._torch_step(batch, {"main": opt})
+    impl = rbm_step.RBM_STEP.impls[route]
+    return impl(_tensors(model), batch, model.fast_step_options(), opt)
+
+
+def _route(model, batch):
+    return rbm_step.step_route(_tensors(model), batch, model.fast_step_options())
+
+
 def _run(model, route, batches, weight_decay=0.01):
     opt = model.build_optimizers(OptimOptions(lr=0.1, weight_decay=weight_decay))["main"]
     torch.manual_seed(11)
-    metrics = [rbm_step_route.IMPLS[route](model, opt, b) for b in batches]
+    metrics = [_step(model, route, opt, b) for b in batches]
     return model, opt, metrics
 
 
@@ -105,11 +121,10 @@ def test_float32_numpy_step_tracks_the_torch_step():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_small_arrays_take_the_torch_steps_own_elementwise_kernels(dtype):
-    """Below torch's serial size, σ and the rows' softplus sums written into NumPy memory are
-    bit-identical to the torch step's ``torch.sigmoid`` and ``F.softplus(...).sum(1)``."""
+def test_the_elementwise_kernels_are_the_torch_steps_own(dtype):
+    """σ and the rows' softplus sums written into NumPy memory are bit-identical to the torch
+    step's ``torch.sigmoid`` and ``F.softplus(...).sum(1)``, in the tails too."""
     a = torch.linspace(-120, 120, 2001, dtype=dtype).reshape(-1, 3)[:, :2].contiguous()
-    assert a.numel() < rbm_fused.TORCH_SERIAL_BELOW
     out = torch.empty_like(a)
     rbm_fused._sigmoid_into(a, out)
     assert torch.equal(out, torch.sigmoid(a))
@@ -118,34 +133,40 @@ def test_small_arrays_take_the_torch_steps_own_elementwise_kernels(dtype):
     assert torch.equal(torch.from_numpy(rows), torch.nn.functional.softplus(a).sum(1))
 
 
-@pytest.mark.parametrize("dtype, tol", [(torch.float32, 2.4e-7), (torch.float64, 4.5e-16)])
-def test_large_arrays_take_numpy_forms_exact_to_rounding_in_the_tails(dtype, tol):
-    """From torch's serial size on, NumPy's overflow-free forms (2 ulp of 1), against float64
-    references from the same rounded inputs; one column per row so each softplus is seen."""
-    n = rbm_fused.TORCH_SERIAL_BELOW + 7
-    a = torch.linspace(-120, 120, n, dtype=dtype).reshape(-1, 1)
-    a64 = a.double().numpy()
-    out = torch.empty_like(a)
-    rbm_fused._sigmoid_into(a, out)
-    assert np.abs(out.double().numpy() - 0.5 * (1 + np.tanh(a64 / 2))).max() <= tol
-    ref = np.logaddexp(0.0, a64[:, 0])
-    rows = rbm_fused._softplus_rows(a)
-    assert rows.dtype == a.numpy().dtype
-    assert (np.abs(rows - ref) <= tol * np.maximum(1, ref)).all()
+def _passes(model, batch):
+    return routes.passes(rbm_step.RBM_STEP, "numpy", _tensors(model), batch,
+                         model.fast_step_options())
 
 
 @pytest.mark.parametrize("options", VARIANTS)
-def test_the_cross_check_accepts_the_numpy_step(options):
-    rbm_step_route._WORKS.clear()
-    assert rbm_step_route.numpy_works(_rbm(torch.float32, **options))
+def test_the_cross_check_accepts_the_numpy_step(options, monkeypatch):
+    monkeypatch.setattr(routes, "_checked", {})
+    m = _rbm(torch.float32, **options)
+    assert _passes(m, _batches(dtype=torch.float32)[0])
+
+
+@pytest.mark.parametrize("options", VARIANTS)
+def test_the_reference_is_the_models_torch_step_in_float64(options):
+    """The cross-check's plain torch reference computes the model's own update: its gradients,
+    offsets, chains and free energies equal the torch step's, from one state and RNG state."""
+    m = _rbm(**options)
+    opts = m.fast_step_options()
+    batch = _batches()[0]
+    t = [x.detach().clone() if x is not None else None for x in _tensors(m)]
+    torch.manual_seed(5)
+    want = m._torch_step(batch, {"main": _opt(m, lr=0.0)})
+    torch.manual_seed(5)
+    got, grads = rbm_step.reference_gradients(t, batch, opts)
+    for a, b in zip([*grads, *t], [m.W.grad, m.b.grad, m.c.grad, *_tensors(m)], strict=True):
+        assert (a is None and b is None) or torch.allclose(a, b, rtol=1e-10, atol=1e-12)
+    assert got == pytest.approx(want, rel=1e-10, abs=1e-12)
 
 
 def test_the_cross_check_rejects_a_wrong_step(monkeypatch):
-    rbm_step_route._WORKS.clear()
+    monkeypatch.setattr(routes, "_checked", {})
     monkeypatch.setattr(rbm_fused, "_softplus_rows",
                         lambda a: torch.nn.functional.softplus(a).sum(1).numpy() * 1.001)
-    assert not rbm_step_route.numpy_works(_rbm(torch.float32))
-    rbm_step_route._WORKS.clear()
+    assert not _passes(_rbm(torch.float32), _batches(dtype=torch.float32)[0])
 
 
 @pytest.mark.parametrize("make", [
@@ -154,51 +175,54 @@ def test_the_cross_check_rejects_a_wrong_step(monkeypatch):
     lambda: GaussianBernoulliRBM(4, info=DataInfo((6,), "vector")),
 ])
 def test_other_rbms_take_the_torch_step(make):
-    assert not rbm_step_route.applies(make())
+    assert make().fast_step_options() is None
 
 
 def test_bf16_autocast_takes_the_torch_step():
     m = _rbm(torch.float32)
-    assert rbm_step_route.applies(m)
+    batch = _batches(dtype=torch.float32)[0]
+    assert "numpy" in rbm_step.RBM_STEP.candidates(_tensors(m), batch, None)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert not rbm_step_route.applies(m)
+        assert rbm_step.RBM_STEP.candidates(_tensors(m), batch, None) == ["torch"]
 
 
 @pytest.fixture
 def unpinned(monkeypatch):
     monkeypatch.delenv("SHORTRUN_ROUTE")
     monkeypatch.setenv("SHORTRUN_ROUTE_RBM", "onednn")  # the products stay as they were
+    monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("rbm_step was timed"))
 
 
-def _opt(model):
-    return model.build_optimizers(OptimOptions(lr=0.05))["main"]
+def _opt(model, lr=0.05):
+    return model.build_optimizers(OptimOptions(lr=lr))["main"]
 
 
-@pytest.mark.parametrize("winner", ["torch", "numpy"])
-def test_measured_on_twins_without_touching_the_model(winner, unpinned, monkeypatch):
-    calls: list[str] = []
-    monkeypatch.setattr(routes, "measure", lambda name, fn: (calls.append(name), fn(),
-                                                             0.0 if name == winner else 1.0)[2])
-    m = _rbm(torch.float32)
+@pytest.mark.parametrize(("n_visible", "n_hidden", "threads", "want"), [
+    (12, 5, 1, "numpy"), (12, 5, 2, "numpy@1"), (784, 500, 1, "numpy"), (784, 500, 2, "torch")])
+def test_the_size_rule_decides_without_timing_or_touching_the_model(
+        n_visible, n_hidden, threads, want, unpinned):
+    torch.set_num_threads(threads)
+    m = _rbm(torch.float32, n_visible=n_visible, n_hidden=n_hidden)
     opt = _opt(m)
-    state = copy.deepcopy(m.state_dict())
+    state = {k: v.clone() for k, v in m.state_dict().items()}
     rng = torch.get_rng_state()
-    batch = _batches(dtype=torch.float32)[0]
-    assert rbm_step_route.step_route(m, opt, batch).name == winner
-    assert sorted(calls) == sorted(["numpy", "torch"] * routes.ROUNDS)
+    batch = _batches(n_visible, dtype=torch.float32)[0]
+    assert _route(m, batch).name == want
     assert torch.equal(torch.get_rng_state(), rng)
     assert all(torch.equal(state[k], v) for k, v in m.state_dict().items())
-    assert not opt.state  # no momentum buffer appeared on the real optimiser
-    [key] = [k for k in routes.remembered() if k.startswith("rbm_step|")]
-    assert key == "rbm_step|float32|threads=1|16x8x8x16|pcd-1|plain"
+    assert not opt.state
+    [(key, entry)] = [(k, e) for k, e in routes.remembered().items()
+                      if k.startswith("rbm_step|")]
+    assert entry == {"name": want, "rule": True}
+    if n_visible == 12:
+        assert key == f"rbm_step|float32|threads={threads}|16x8x8x16|pcd-1|plain"
+    torch.set_num_threads(1)
 
 
 def test_training_step_takes_the_chosen_route_once_settled(unpinned, monkeypatch):
-    monkeypatch.setattr(routes, "measure", lambda name, fn: 0.0 if name == "numpy" else 1.0)
     taken: list[str] = []
-    real = rbm_fused.NumpyStep.__call__
-    monkeypatch.setattr(rbm_fused.NumpyStep, "__call__",
-                        lambda self, b: (taken.append("numpy"), real(self, b))[1])
+    real = rbm_step.numpy_step
+    monkeypatch.setattr(rbm_step, "numpy_step", lambda *a: (taken.append("numpy"), real(*a))[1])
     m = _rbm(torch.float32)
     opt = _opt(m)
     for b in _batches(dtype=torch.float32, n=3):
@@ -217,20 +241,21 @@ def test_pins_decide_without_timing(env, route, unpinned, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     m = _rbm(torch.float32)
-    assert rbm_step_route.step_route(m, _opt(m), _batches(dtype=torch.float32)[0]).name == route
+    assert _route(m, _batches(dtype=torch.float32)[0]).name == route
 
 
 def test_a_numpy_pin_on_an_rbm_it_cannot_run_takes_the_torch_step(monkeypatch):
     monkeypatch.setenv("SHORTRUN_ROUTE_RBM_STEP", "numpy")
-    m = _rbm(learning="fpcd")
-    assert rbm_step_route.step_route(m, _opt(m), _batches()[0]).name == "torch"
+    m = _rbm(torch.float32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert _route(m, _batches(dtype=torch.float32)[0]).name == "torch"
 
 
 def test_a_bad_pin_names_the_routes(monkeypatch):
     monkeypatch.setenv("SHORTRUN_ROUTE_RBM_STEP", "blas")
     m = _rbm(torch.float32)
     with pytest.raises(ConfigError, match="SHORTRUN_ROUTE_RBM_STEP=blas.*torch, numpy"):
-        rbm_step_route.step_route(m, _opt(m), _batches(dtype=torch.float32)[0])
+        _route(m, _batches(dtype=torch.float32)[0])
 
 
 def test_trainer_run_on_the_numpy_step_resumes_bit_identically(tmp_path, monkeypatch):
@@ -262,22 +287,15 @@ def test_trainer_run_on_the_numpy_step_resumes_bit_identically(tmp_path, monkeyp
         assert torch.equal(resumed.model.state_dict()[k], v), k
 
 
-def test_a_one_thread_numpy_choice_lets_the_trainer_drop_to_one_thread(unpinned, two_threads,
-                                                                       monkeypatch):
-    """At two threads the candidates include NumPy on a one-thread BLAS; when it wins, the step
-    is called through its route and the scratch copies' products are not counted, so the
-    Trainer sees one measured one-thread route (in a fresh process too: no cross-check yet)."""
+def test_a_one_thread_numpy_choice_lets_the_trainer_drop_to_one_thread(unpinned, two_threads):
+    """At two threads the size rule puts a small RBM on NumPy with a one-thread BLAS; the step
+    is called through its route, so the Trainer sees one decided one-thread route."""
     from shortrun.train.threads import ThreadsForTheWork
 
-    rbm_step_route._WORKS.clear()
-    names: list[str] = []
-    monkeypatch.setattr(routes, "measure", lambda name, fn: (
-        names.append(name), 0.5 if name == "numpy@1" else 1.0)[1])
     m = _rbm(torch.float32)
     opt = _opt(m)
     threads = ThreadsForTheWork(None)
     m.training_step(_batches(dtype=torch.float32)[0], 0, {"main": opt})
-    assert {"torch", "numpy", "numpy@1"} <= set(names)
     assert threads.after_first_step() and torch.get_num_threads() == 1
     threads.restore()
     assert torch.get_num_threads() == 2
@@ -290,16 +308,11 @@ def two_threads():
     torch.set_num_threads(1)
 
 
-def test_the_step_route_holds_for_the_run_after_the_thread_drop(unpinned, two_threads,
-                                                                 monkeypatch):
-    """numpy@1 wins at two threads, torch would win at one: after the Trainer's drop to one
-    thread the model keeps numpy@1 (re-choosing would switch the arithmetic mid-run)."""
+def test_the_step_route_holds_for_the_run_after_the_thread_drop(unpinned, two_threads):
+    """numpy@1 at two threads: after the Trainer's drop to one thread the tensors keep numpy@1
+    (re-choosing would switch the arithmetic mid-run)."""
     from shortrun.train.threads import ThreadsForTheWork
 
-    rbm_step_route._WORKS.clear()  # the cross-check's scratch products run inside the first step
-    monkeypatch.setattr(routes, "measure", lambda name, fn: (
-        {"numpy@1": 0.5, "torch": 0.7}.get(name, 1.0) if torch.get_num_threads() > 1
-        else {"torch": 0.1}.get(name, 1.0)))
     m = _rbm(torch.float32)
     opt = _opt(m)
     threads = ThreadsForTheWork(None)
@@ -309,7 +322,8 @@ def test_the_step_route_holds_for_the_run_after_the_thread_drop(unpinned, two_th
     try:
         for b in batches[1:]:
             m.training_step(b, 1, {"main": opt})
-        assert {r.name for r in m._settled_step_routes.values()} == {"numpy@1"}
+        settled = rbm_step._SETTLED.state(m.W)
+        assert {r.name for r in settled.values()} == {"numpy@1"}
     finally:
         threads.restore()
 
@@ -324,19 +338,18 @@ def test_step_hooks_run_once_on_either_route():
         seen: list[str] = []
         opt.register_step_pre_hook(lambda *a, seen=seen: seen.append("pre"))
         opt.register_step_post_hook(lambda *a, seen=seen: seen.append("post"))
-        rbm_step_route.IMPLS[route](m, opt, _batches(dtype=torch.float32)[0])
+        _step(m, route, opt, _batches(dtype=torch.float32)[0])
         assert seen == ["pre", "post"], route
 
 
 @pytest.mark.parametrize("threads", [2, 1])
-def test_numpy_step_with_numpy_elementwise_forms_is_the_torch_update_in_float64(threads):
-    """A shape whose arrays reach torch's serial size, so that at 2 threads σ and softplus take
-    NumPy's forms (at 1, torch's kernels): still the torch update to float64 rounding."""
+def test_a_large_numpy_step_is_the_torch_update_in_float64(threads):
+    """A shape whose elementwise ops torch splits over its threads: still the torch update to
+    float64 rounding at 2 threads and at 1."""
     torch.set_num_threads(threads)  # the autouse fixture sets 1 again for the next test
     options = dict(learning="cd", centering=True, momentum=0.5, k=1)
     nv, nh = 400, 400
     batches = _batches(n_visible=nv, n=2, size=90)
-    assert 90 * min(nv, nh) >= rbm_fused.TORCH_SERIAL_BELOW
     a, _, m_a = _run(_rbm(n_visible=nv, n_hidden=nh, **options), "torch", batches)
     b, _, m_b = _run(_rbm(n_visible=nv, n_hidden=nh, **options), "numpy", batches)
     for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
@@ -371,30 +384,14 @@ def test_sampling_follows_the_step_route(monkeypatch):
     """A model samples by NumPy once its updates settled on a NumPy route, by torch before
     and when the step is pinned to torch."""
     m = _rbm(torch.float32)
-    assert not rbm_step_route.samples_with_numpy(m)
+    x0 = torch.zeros(2, 12)
+    assert rbm_step.fast_gibbs(m.W, m.params(), x0, 1) is None
     for pin, numpy_after in (("torch", False), ("numpy", True)):
         monkeypatch.setenv("SHORTRUN_ROUTE_RBM_STEP", pin)
         routes.forget()  # pins are read when a route is first settled in a process
         m = _rbm(torch.float32)
         m.training_step(_batches(dtype=torch.float32)[0], 0, {"main": _opt(m)})
-        assert rbm_step_route.samples_with_numpy(m) == numpy_after
+        assert (rbm_step.fast_gibbs(m.W, m.params(), x0, 1) is not None) == numpy_after
     torch.manual_seed(3)
     x = m.sample(4, steps=5)
     assert x.shape == (4, 12) and set(x.unique().tolist()) <= {0.0, 1.0}
-
-
-def test_scratch_copies_for_timing_leave_the_runs_data_behind(monkeypatch):
-    """The route timing copies parameters, buffers and chains only, without relying on
-    ``Model.__deepcopy__`` to share the run's data (a dataset that must never be copied)."""
-    from shortrun.models.base import Model
-
-    class NeverCopied:
-        def __deepcopy__(self, memo):
-            raise AssertionError("the run's data was deep-copied")
-
-    monkeypatch.delattr(Model, "__deepcopy__")
-    m = _rbm(torch.float32)
-    data = m.reference_data = NeverCopied()
-    twin, _ = rbm_step_route._twin(m, torch.float64)
-    assert twin.reference_data is None and m.reference_data is data
-    assert twin.W.dtype == torch.float64 and torch.equal(twin.W.float(), m.W)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from shortrun.hardware import has_native_bf16
-from shortrun.onednn import onednn_linear, onednn_linear_works, onednn_usable
+from shortrun.speed.onednn import onednn_linear, onednn_linear_works, onednn_usable
 
 needs_onednn = pytest.mark.skipif(
     not (torch.backends.mkldnn.is_available() and onednn_linear_works()),
@@ -64,7 +64,7 @@ def test_bf16_autocast_multiplies_in_bfloat16_and_returns_float32():
 
 def test_probe_treats_any_failure_as_unusable(monkeypatch):
     """A private op can fail in any way (a changed signature raises TypeError): never crash."""
-    from shortrun import onednn
+    from shortrun.speed import onednn
 
     def broken(*args, **kwargs):
         raise TypeError("_linear_pointwise() got an unexpected keyword argument")
@@ -78,7 +78,7 @@ def test_probe_treats_any_failure_as_unusable(monkeypatch):
 
 def test_probe_covers_the_bf16_branch_separately(monkeypatch):
     """Under bf16 autocast the guard asks about bfloat16 factors, not float32 ones."""
-    from shortrun import onednn
+    from shortrun.speed import onednn
 
     monkeypatch.setattr(onednn, "_WORKS", {torch.float32: True, torch.bfloat16: False})
     x = torch.zeros(4, 3)

@@ -1,4 +1,4 @@
-"""``shortrun.models.fold_routes``: the generator's last layer as a GEMM and a col2im computes the
+"""``shortrun.speed.deconv``: the generator's last layer as a GEMM and a col2im computes the
 transposed convolution, with the convolution's own gradients, in either layout; the route is
 timed once per key (also when the first call comes under ``no_grad``), and pins and autocast
 put it on the plain convolution."""
@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from shortrun import routes
-from shortrun.models import fold_routes as fr
 from shortrun.models.lebm_nets import Generator
+from shortrun.speed import deconv as fr
+from shortrun.speed import engine as routes
 
 FORMATS = {"nchw": torch.contiguous_format, "nhwc": torch.channels_last}
 
@@ -53,7 +53,7 @@ def test_timed_once_per_key_even_when_first_called_under_no_grad(winner, unpinne
     calls: list[str] = []
     monkeypatch.setattr(routes, "measure", lambda name, fn: (calls.append(name), fn(),
                                                              0.0 if name == winner else 1.0)[2])
-    fr._WORKS.clear()  # the cross-check runs again, under no_grad
+    monkeypatch.setattr(routes, "_checked", {})  # the cross-check runs again, under no_grad
     layer = fr.ImageLayer(4, 1, 4, 2, 1)
     x = torch.randn(2, 4, 5, 5)
     before = torch.get_rng_state()
@@ -84,7 +84,7 @@ def test_autocast_and_other_families_pins_take_the_convolution(monkeypatch):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert not fr.applies(layer, x)
     monkeypatch.setenv("SHORTRUN_ROUTE", "onednn")  # the tests' global pin names no deconv route
-    assert fr.route_for(layer, x).name == "conv"
+    assert routes.settle(fr.DECONV, layer, x).name == "conv"
 
 
 @pytest.mark.parametrize("kind", ["mnist28", "svhn32", "celeba64"])
@@ -107,4 +107,4 @@ def test_the_first_layer_times_conv_against_gemm_and_takes_only_its_own_pin(unpi
     assert [c.name for c in layer.__dict__["_routes"].values()] == ["gemm"]
     for pin, want in (("fold", "conv"), ("gemm", "gemm")):
         monkeypatch.setenv("SHORTRUN_ROUTE_DECONV", pin)
-        assert fr.route_for(layer, z).name == want
+        assert routes.settle(fr.DECONV, layer, z).name == want

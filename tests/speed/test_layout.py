@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from shortrun import routes
 from shortrun.errors import ConfigError
-from shortrun.models import conv_routes
 from shortrun.models.lebm_nets import Generator
+from shortrun.speed import engine as routes
+from shortrun.speed import layout as conv_routes
 
 
 def _generator(channels_last="auto") -> Generator:

@@ -1,5 +1,5 @@
-"""Whose route-cache entries a machine may use (shortrun.routes): only its own, those filed
-under its CPU model, its vector units and its torch build (``routes.machine_key``). A choice
+"""Whose route-cache entries a machine may use (shortrun.speed.cache): only its own, those filed
+under its CPU model, its vector units and its torch build (``cache.machine_key``). A choice
 cached by any other machine (another CPU model, the same model name with other vector units
 — a virtual machine may report one name for CPUs with and without AVX-512 — or another torch)
 is never used: the candidates are timed again. Writing this machine's choice keeps every other
@@ -15,7 +15,9 @@ import json
 import pytest
 import torch
 
-from shortrun import hardware, routes
+from shortrun import hardware
+from shortrun.speed import cache
+from shortrun.speed import engine as routes
 
 KEY = "rbm|float32|threads=1|128x64x32|NN|bias"
 TIMES = {"torch": 3.0, "onednn": 2.0, "numpy": 1.0}  # by measurement, numpy wins
@@ -46,7 +48,7 @@ def cached_elsewhere(machine: str, route: str = "torch") -> dict:
 
 
 def write_cache(data: dict) -> None:
-    path = routes.cache_path()
+    path = cache.cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data))
     routes.forget()  # a new process reads the file afresh
@@ -66,7 +68,7 @@ def other_machines() -> dict[str, str]:
 
 
 def test_this_machines_own_entry_is_used_without_timing(timed):
-    write_cache(cached_elsewhere(routes.machine_key()))
+    write_cache(cached_elsewhere(cache.machine_key()))
     assert routes.choose(KEY, candidates()) == "torch"
     assert timed == []
 
@@ -74,13 +76,13 @@ def test_this_machines_own_entry_is_used_without_timing(timed):
 @pytest.mark.parametrize("which", list(other_machines()))
 def test_another_machines_entry_is_never_used(timed, which):
     machine = other_machines()[which]
-    assert machine != routes.machine_key()
+    assert machine != cache.machine_key()
     write_cache(cached_elsewhere(machine))
     assert routes.choose(KEY, candidates()) == "numpy"  # timed here, not taken from there
     assert sorted(timed) == sorted(list(TIMES) * routes.ROUNDS)
-    data = json.loads(routes.cache_path().read_text())
+    data = json.loads(cache.cache_path().read_text())
     assert data[machine] == cached_elsewhere(machine)[machine]  # left as it was
-    assert data[routes.machine_key()][KEY]["name"] == "numpy"
+    assert data[cache.machine_key()][KEY]["name"] == "numpy"
 
 
 def test_a_machine_whose_vector_units_differ_times_again(timed, monkeypatch):
@@ -97,7 +99,7 @@ def test_a_machine_whose_vector_units_differ_times_again(timed, monkeypatch):
     routes.forget()
     assert routes.choose(KEY, candidates()) == "torch"
     assert len(timed) == 2 * first
-    data = json.loads(routes.cache_path().read_text())
+    data = json.loads(cache.cache_path().read_text())
     assert len(data) == 2 and {e[KEY]["name"] for e in data.values()} == {"numpy", "torch"}
 
 

@@ -1,5 +1,7 @@
-"""``shortrun.routes``: the fastest candidate wins, the choice survives a new process through
-the cache file, a corrupt file costs one warning, and a pin skips the timing."""
+"""``shortrun.speed.engine``: the fastest candidate wins, the choice survives a new process
+through the cache file, a corrupt file costs one warning, and a pin skips the timing; a toy
+family shows the engine's decisions (cross-check, fixed fallback, pins, rule, replay, the
+provenance record) without any real product."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ import warnings
 import pytest
 import torch
 
-from shortrun import products, routes
 from shortrun.errors import ConfigError
+from shortrun.speed import cache, products
+from shortrun.speed import engine as routes
 
 
 @pytest.fixture
@@ -48,8 +51,8 @@ def test_the_fastest_candidate_wins_and_is_timed_once(fake_timer):
 
 def test_cache_round_trip(fake_timer):
     _run_product()
-    data = json.loads(routes.cache_path().read_text())
-    [(key, entry)] = data[routes.machine_key()].items()
+    data = json.loads(cache.cache_path().read_text())
+    [(key, entry)] = data[cache.machine_key()].items()
     assert key == "rbm|float32|threads=1|128x64x32|NN|bias"
     assert entry == {"name": "numpy", "us": {"numpy": 1e6, "onednn": 2e6, "torch": 3e6},
                      "races": 1}
@@ -59,7 +62,7 @@ def test_cache_round_trip(fake_timer):
 def test_forgetting_this_machine_drops_its_choices_and_keeps_other_machines(fake_timer):
     times, calls = fake_timer
     assert _run_product() == "numpy"
-    path = routes.cache_path()
+    path = cache.cache_path()
     data = json.loads(path.read_text())
     data["another CPU | torch 0"] = {"k": {"name": "torch", "us": {"torch": 1.0}}}
     path.write_text(json.dumps(data))
@@ -69,13 +72,13 @@ def test_forgetting_this_machine_drops_its_choices_and_keeps_other_machines(fake
     assert _run_product() == "numpy" and len(calls) == timed  # the cache answers ...
     assert routes.forget_machine() == 1
     left = json.loads(path.read_text())
-    assert routes.machine_key() not in left and "another CPU | torch 0" in left
+    assert cache.machine_key() not in left and "another CPU | torch 0" in left
     assert _run_product() == "torch" and len(calls) == timed + 3 * routes.ROUNDS  # ... timed
     assert routes.forget_machine() == 1 and routes.forget_machine() == 0
 
 
 def test_forgetting_without_a_cache_file_writes_none(fake_timer):
-    assert routes.forget_machine() == 0 and not routes.cache_path().exists()
+    assert routes.forget_machine() == 0 and not cache.cache_path().exists()
 
 
 def test_keys_separate_thread_counts_and_buckets():
@@ -91,7 +94,7 @@ def test_keys_separate_thread_counts_and_buckets():
 
 def test_a_corrupt_cache_is_ignored_with_one_warning(fake_timer):
     _, calls = fake_timer
-    path = routes.cache_path()
+    path = cache.cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("{not json")
     with pytest.warns(UserWarning, match=r"ignoring the route cache .*routes\.json") as got:
@@ -111,7 +114,7 @@ def test_a_pin_skips_the_timing(fake_timer, monkeypatch, var):
     _, calls = fake_timer
     monkeypatch.setenv(var, "torch")
     assert _run_product() == "torch" and calls == []
-    assert not routes.cache_path().exists()
+    assert not cache.cache_path().exists()
 
 
 def test_the_family_pin_beats_the_global_one(monkeypatch):
@@ -177,7 +180,8 @@ def _watched(monkeypatch, times):
     monkeypatch.setattr(routes, "measure", lambda name, fn: (fn(), times[name])[1])
     calls: list[str] = []
     impls = {n: (lambda x, n=n: calls.append(n) or x) for n in ("fast", "slow")}
-    return routes.choose_route("test|key", impls, 7), calls
+    name = routes.choose("test|key", {n: (lambda f=f: f(7)) for n, f in impls.items()})
+    return routes.Chosen(name, impls, "test|key"), calls
 
 
 def _call_sampled(chosen, seconds, monkeypatch, n=1):
@@ -197,7 +201,7 @@ def test_a_route_running_far_over_its_record_is_measured_again_once(monkeypatch)
     times.update(fast=9.0)  # the machine changed: "fast" is now the slow one
     _call_sampled(chosen, 3.5, monkeypatch)
     assert chosen.remeasured and chosen.name == "slow"
-    entry = json.loads(routes.cache_path().read_text())[routes.machine_key()]["test|key"]
+    entry = json.loads(cache.cache_path().read_text())[cache.machine_key()]["test|key"]
     assert entry == {"name": "slow", "us": {"fast": 9e6, "slow": 2e6}, "races": 1}
     timed = len(calls)
     _call_sampled(chosen, 100.0, monkeypatch, 2 * routes.SLOW_SAMPLES)
@@ -221,7 +225,7 @@ def test_a_choice_one_race_made_races_again_and_keeps_each_candidates_lower_time
     chosen.calls = routes.CONFIRM_AFTER - 2
     _call_until_confirmed(chosen, monkeypatch)
     assert chosen.name == "fast" and not chosen.provisional and chosen.expected == 1.0
-    entry = json.loads(routes.cache_path().read_text())[routes.machine_key()]["test|key"]
+    entry = json.loads(cache.cache_path().read_text())[cache.machine_key()]["test|key"]
     assert entry == {"name": "fast", "us": {"fast": 1e6, "slow": 2e6}, "races": 2}
     timed = len(calls)
     chosen.calls = 0
@@ -252,9 +256,9 @@ def test_a_settled_entry_is_not_raced_again_in_a_new_process(monkeypatch):
 
 
 def test_an_entry_cached_before_races_were_counted_is_raced_once_more(monkeypatch):
-    path = routes.cache_path()
+    path = cache.cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({routes.machine_key(): {
+    path.write_text(json.dumps({cache.machine_key(): {
         "test|key": {"name": "slow", "us": {"fast": 3e6, "slow": 2e6}}}}))
     routes.forget()
     times = {"fast": 1.0, "slow": 2.0}
@@ -328,7 +332,7 @@ def test_a_burst_of_load_in_one_round_does_not_decide(monkeypatch):
     rounds = {"torch": iter([10.0, 1.0, 1.0]), "numpy": iter([2.0, 2.0, 2.0])}
     monkeypatch.setattr(routes, "ROUNDS", 3)
     monkeypatch.setattr(routes, "measure", lambda name, fn: next(rounds[name]))
-    assert routes._measure_all("k", {"torch": lambda: None, "numpy": lambda: None}) == "torch"
+    assert routes.race("k", {"torch": lambda: None, "numpy": lambda: None}) == "torch"
     assert routes.remembered()["k"]["us"] == {"torch": 1e6, "numpy": 2e6}
     routes.forget()
 
@@ -343,15 +347,136 @@ def test_candidates_of_each_thread_pool_are_timed_after_the_other_pool_rests(mon
     monkeypatch.setattr(routes, "measure", lambda name, fn: (events.append(name),
                                                              {"numpy": 1.0}.get(name, 2.0))[1])
     calls = {n: (lambda: None) for n in ("torch", "numpy", "numpy@1")}
-    assert routes._measure_all("k", calls) == "numpy"
+    assert routes.race("k", calls) == "numpy"
     rest = f"rest {routes.SETTLE_S}"
     assert events == [rest, "torch", "torch", rest, "numpy", "numpy@1", "numpy", "numpy@1"]
     events.clear()
     monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # no other pool's workers spin
-    routes._measure_all("k1", calls)
+    routes.race("k1", calls)
     assert rest not in events
     events.clear()
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
-    routes._measure_all("k2", {n: (lambda: None) for n in ("torch", "onednn")})  # one pool
+    routes.race("k2", {n: (lambda: None) for n in ("torch", "onednn")})  # one pool
     assert events == ["torch", "onednn", "torch", "onednn"]
     routes.forget()
+
+
+# --- the engine's decisions, on a toy family -------------------------------------------------
+
+class Toy(routes.Family):
+    """``x -> 2x`` by ``good`` (right), ``wrong`` (a candidate whose arithmetic is wrong: the
+    cross-check must reject it) or ``slow`` (right), fixed route ``good``; ``rule`` is the
+    size rule's answer (None: race)."""
+
+    name, routes = "toy", ("good", "wrong", "slow")
+    impls = {"good": lambda x: 2 * x, "wrong": lambda x: 2 * x + 1e-3,
+             "slow": lambda x: x + x}
+
+    def __init__(self, rule=None):
+        self.size_rule, self.checked = rule, []
+
+    def candidates(self, x):
+        return list(self.routes)
+
+    def fixed(self, x):
+        return "good"
+
+    def key(self, x):
+        return None if x.dtype == torch.int64 else f"toy|rows={routes.bucket(len(x))}"
+
+    def check_key(self, route, x):
+        return x.dtype
+
+    def cross_check(self, route, x):
+        self.checked.append(route)
+        x64 = torch.arange(5, dtype=torch.float64)
+        return torch.allclose(self.impls[route](x64.to(x.dtype)).double(), 2 * x64)
+
+    def rule(self, x):
+        return self.size_rule
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    monkeypatch.delenv("SHORTRUN_ROUTE")
+    monkeypatch.setitem(routes.FAMILIES, "toy", Toy.routes)
+    times = {"good": 2.0, "wrong": 0.5, "slow": 1.0}
+    monkeypatch.setattr(routes, "measure", lambda name, fn: (fn(), times[name])[1])
+    monkeypatch.setattr(routes, "_checked", {})
+    return Toy()
+
+
+def test_the_cross_check_rejects_a_wrong_candidate_however_fast(toy):
+    chosen = routes.settle(toy, torch.ones(3))
+    assert chosen.name == "slow"  # "wrong" would have won the race
+    assert set(routes.remembered()["toy|rows=4"]["us"]) == {"good", "slow"}
+    assert sorted(toy.checked) == ["good", "slow", "wrong"]
+    routes.settle(toy, torch.ones(4))
+    assert len(toy.checked) == 3  # once per check key
+
+
+def test_a_cross_check_that_raises_rejects_the_route(toy, monkeypatch):
+    monkeypatch.setattr(Toy, "cross_check", lambda self, route, x: 1 / 0)
+    assert routes.settle(toy, torch.ones(3)).name == "good"  # nothing passed: the fixed route
+    assert routes.remembered() == {}
+
+
+def test_fixed_policy_takes_the_fixed_route_without_timing(toy, monkeypatch):
+    monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("timed"))
+    monkeypatch.setattr(routes.policy, "_state", {"mode": "fixed", "recorded": {}})
+    chosen = routes.settle(toy, torch.ones(3))
+    assert (chosen.name, chosen.key) == ("good", None) and toy.checked == []
+    assert routes.remembered() == {}
+
+
+def test_no_shape_key_takes_the_fixed_route(toy):
+    assert routes.settle(toy, torch.ones(3, dtype=torch.int64)).name == "good"
+    assert toy.checked == []
+
+
+@pytest.mark.parametrize(("env", "value", "expect"), [
+    ("SHORTRUN_ROUTE_TOY", "slow", "slow"), ("SHORTRUN_ROUTE", "slow", "slow"),
+    ("SHORTRUN_ROUTE_TOY", "wrong", "wrong"),  # a pin is the user's word: not cross-checked
+    ("SHORTRUN_ROUTE", "nhwc", "good")])  # another family's route: the fixed one
+def test_pins_decide_without_timing_or_checking(toy, monkeypatch, env, value, expect):
+    monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("timed"))
+    monkeypatch.setenv(env, value)
+    chosen = routes.settle(toy, torch.ones(3))
+    assert (chosen.name, chosen.key) == (expect, None) and toy.checked == []
+
+
+def test_a_size_rule_decides_without_timing_and_is_recorded(toy, monkeypatch):
+    monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("timed"))
+    chosen = routes.settle(Toy(rule="slow"), torch.ones(3))
+    assert (chosen.name, chosen.key, chosen.expected) == ("slow", "toy|rows=4", None)
+    assert routes.remembered()["toy|rows=4"] == {"name": "slow", "rule": True}
+    routes.forget()  # a rule naming a route the cross-check rejected: the candidates race
+    monkeypatch.setattr(routes, "measure", lambda name, fn: {"good": 2.0, "slow": 1.0}[name])
+    assert routes.settle(Toy(rule="wrong"), torch.ones(3)).name == "slow"
+
+
+def test_a_replayed_run_takes_its_recorded_route(toy, monkeypatch):
+    monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("timed"))
+    monkeypatch.setattr(routes.policy, "_state",
+                        {"mode": "replay", "recorded": {"toy|rows=4": "good"}})
+    assert routes.settle(toy, torch.ones(3)).name == "good"
+    assert routes.remembered()["toy|rows=4"] == {"name": "good", "replayed": True}
+
+
+def test_the_provenance_record_names_every_route_chosen(toy, tmp_path):
+    from shortrun.train.provenance import PROVENANCE, record_routes
+
+    routes.settle(toy, torch.ones(3))
+    routes.settle(Toy(rule="good"), torch.ones(30))
+    (tmp_path / PROVENANCE).write_text(json.dumps([{"step": 0}]))
+    record_routes(tmp_path, "auto", 2)
+    [entry] = json.loads((tmp_path / PROVENANCE).read_text())
+    assert entry["routes"] == {"policy": "auto", "threads": 2,
+                               "chosen": {"toy|rows=32": "good", "toy|rows=4": "slow"}}
+    assert routes.policy.read_recorded(str(tmp_path)) == entry["routes"]["chosen"]
+
+
+def test_route_memoises_by_its_key(toy):
+    first = routes.route(toy, ("toy", 3), torch.ones(3))
+    assert routes.route(toy, ("toy", 3), torch.ones(3)) is first
+    assert routes.MEMO[("toy", 3)] is first

@@ -1,0 +1,369 @@
+"""The one engine that runs every route family (docs/architecture.md, "Routes chosen by
+measurement"): a :class:`Family` declares its candidates, a float64 cross-check, a shape key
+and its fixed route; :func:`settle` decides, in this order: a pin or ``train.routes: fixed``
+(:mod:`shortrun.speed.policy`) takes the pinned or fixed route untimed; no shape key takes the
+fixed route; the candidates must pass the cross-check (else the fixed route); then a replayed
+run's recorded route, the family's size rule, this process's or the cache file's choice
+(:mod:`shortrun.speed.cache`), or a race (:func:`race`). A chosen route of a ``watch`` family
+(:class:`Chosen`) samples one call in :data:`SAMPLE_EVERY`, re-races once after
+:data:`SLOW_SAMPLES` slow samples in a row, and a one-race choice races again at its
+:data:`CONFIRM_AFTER`-th call, each candidate keeping the lower of its two times.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+import torch
+
+from shortrun.errors import ConfigError
+from shortrun.speed import cache, policy
+
+T = TypeVar("T")
+REPEATS = 5
+BUDGET_S = 0.05  # per candidate and block: stop repeating once it has used this much
+ROUNDS = 3  # interleaved rounds: a burst of a neighbour's load can slow one block severalfold
+SETTLE_S = 0.3  # rest before timing another thread pool's candidates
+THREAD_MARGIN = 1.25  # a multi-thread candidate must be this much faster than one thread
+SAMPLE_EVERY = 64  # a watched route times one call in this many
+SLOW_FACTOR = 3.0  # a sampled call this many times over the recorded time is slow ...
+SLOW_SAMPLES = 3  # ... and this many slow samples in a row trigger one re-measurement
+CONFIRM_AFTER = 4 * SAMPLE_EVERY  # a provisional route races once more at this call ...
+RACES = 2  # ... until its entry merges this many races
+FIXED = "fixed"  # pinned_route's answer for a family the global pin names no route of
+# every family and the routes a pin may name (a pin's error lists them all, whichever
+# families this process has imported)
+FAMILIES: dict[str, tuple[str, ...]] = {"rbm": ("torch", "onednn", "numpy"),
+                                        "mlp": ("torch", "onednn"),
+                                        "conv": ("nchw", "nhwc"),
+                                        "deconv": ("conv", "fold", "gemm"),
+                                        "rbm_step": ("torch", "numpy")}
+
+MEMO: dict[tuple, Chosen] = {}  # per-call memo of the routed families: one dict lookup
+_memory: dict[str, dict] = {}  # key -> {"name", "us", "races"} or {"name", "rule"}: this process
+_checked: dict[tuple, bool] = {}  # (family, check key) -> the cross-check's verdict
+
+
+class Family:
+    """What a route family declares; the engine (:func:`settle`) does the rest.
+
+    ``name`` is the family's name (cache keys, ``SHORTRUN_ROUTE_<NAME>``), ``routes`` the
+    names a pin may use, ``impls`` every route by name (``route@1``: the route at one thread),
+    ``watch`` whether a chosen route may be re-timed on live calls (False where a call cannot
+    be repeated on its arguments)."""
+
+    name: str = ""
+    routes: tuple[str, ...] = ()
+    impls: dict[str, Callable[..., Any]] = {}
+    watch: bool = True
+    pin_as: dict[str, str] = {}  # a pinned name run by another impl (mlp: onednn -> fixed)
+
+    def candidates(self, *args: Any) -> list[str]:
+        """The routes that apply to this call (names in :attr:`impls`)."""
+        raise NotImplementedError
+
+    def fixed(self, *args: Any) -> str:
+        """The route taken when nothing is timed (a pin elsewhere, ``fixed``, no key)."""
+        raise NotImplementedError
+
+    def key(self, *args: Any) -> str | None:
+        """The cache key of this call's shape (``family|dtype|threads=N|...``); None: fixed."""
+        raise NotImplementedError
+
+    def check_key(self, route: str, *args: Any) -> Hashable:
+        """What the cross-check's verdict depends on (it runs once per value)."""
+        raise NotImplementedError
+
+    def cross_check(self, route: str, *args: Any) -> bool:
+        """Whether ``route`` agrees with a float64 reference to the dtype's rounding."""
+        raise NotImplementedError
+
+    def racers(self, names: list[str], *args: Any) -> list[str]:
+        """The candidates a race may choose among (default: all that passed the check)."""
+        return names
+
+    def rule(self, *args: Any) -> str | None:
+        """A route chosen by size, without timing (None: race the candidates)."""
+        return None
+
+    def trial(self, route: str, *args: Any) -> Callable[[], object]:
+        """The call a race times for ``route`` (default: the route on the call's arguments)."""
+        fn = self.impls[route]
+        return lambda: fn(*args)
+
+
+def pinned_route(family: str, choices: tuple[str, ...] | None = None) -> str | None:
+    """The route pinned by ``SHORTRUN_ROUTE_<FAMILY>`` or ``SHORTRUN_ROUTE`` (family first);
+    :data:`FIXED` for another family's route or ``train.routes: fixed``; else None. An unknown
+    name is a one-line :class:`ConfigError` listing the names."""
+    choices = choices if choices is not None else FAMILIES[family]
+    value = os.environ.get(f"SHORTRUN_ROUTE_{family.upper()}")
+    if value:
+        if value not in choices:
+            raise ConfigError(f"SHORTRUN_ROUTE_{family.upper()}={value} is not a {family} "
+                              f"route; use one of {', '.join(choices)}, or unset it to choose "
+                              "by measurement")
+        return value
+    value = os.environ.get("SHORTRUN_ROUTE")
+    if not value:
+        return FIXED if policy.mode() == "fixed" else None
+    if value in choices:
+        return value
+    known = list(dict.fromkeys(r for rs in (choices, *FAMILIES.values()) for r in rs))
+    if value in known:
+        return FIXED
+    raise ConfigError(f"SHORTRUN_ROUTE={value} is not a route; use one of {', '.join(known)}, "
+                      "or unset it to choose by measurement")
+
+
+def settle(family: Family, *args: Any) -> Chosen:
+    """The route of ``family`` for this call (the module docstring's six steps)."""
+    names = family.candidates(*args)
+    pinned = pinned_route(family.name, family.routes)
+    if pinned is not None:
+        name = pinned if pinned in names else family.fixed(*args)
+        return Chosen(family.pin_as.get(name, name), family.impls)
+    key = family.key(*args)
+    if key is None:
+        return Chosen(family.fixed(*args), family.impls)
+    names = [n for n in family.racers(names, *args) if passes(family, n, *args)]
+    if len(names) < 2:  # nothing to choose
+        return Chosen(names[0] if names else family.fixed(*args), family.impls)
+    if policy.recorded(key) in names:
+        return Chosen(choose(key, dict.fromkeys(names)), family.impls, key, watch=False)
+    rule = family.rule(*args)
+    if rule in names:
+        _memory[key] = {"name": rule, "rule": True}
+        return Chosen(rule, family.impls, key, watch=False)
+    name = choose(key, {n: family.trial(n, *args) for n in names})
+    return Chosen(name, family.impls, key, watch=family.watch and len(names) > 1)
+
+
+def route(family: Family, memo_key: tuple, *args: Any) -> Chosen:
+    """:func:`settle` memoised under ``memo_key`` (all the choice depends on: shapes, dtype,
+    threads), so a settled route costs one dict lookup."""
+    chosen = MEMO.get(memo_key)
+    if chosen is None:
+        chosen = MEMO[memo_key] = settle(family, *args)
+    return chosen
+
+
+def passes(family: Family, route: str, *args: Any) -> bool:
+    """The family's cross-check of ``route`` (at any thread count: ``route@1`` is ``route``),
+    once per check key, on one thread (its arrays are small; on a loaded machine a second
+    thread's wake-ups made a 20-ms check take 0.5 s); any exception fails it."""
+    route = route.removesuffix("@1")
+    key = (family.name, route, family.check_key(route, *args))
+    if key not in _checked:
+        check = on_threads(family.cross_check, 1)
+        try:
+            with torch.random.fork_rng(devices=[]):  # the run's RNG stream is not touched
+                _checked[key] = bool(check(route, *args))
+        except Exception:  # a kernel or a foreign BLAS may fail in any way: not a route
+            _checked[key] = False
+    return _checked[key]
+
+
+def bucket(n: int) -> int:
+    """``n`` rounded up to a power of two: one measurement serves nearby sizes."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def measure(name: str, fn: Callable[[], object]) -> float:
+    """Median seconds of up to :data:`REPEATS` calls of ``fn()`` after a warm-up, fewer once
+    they used :data:`BUDGET_S` (``name``: for the tests' fake timer). The median, not the best:
+    a choice must hold for the typical call on a shared machine."""
+    fn()
+    times: list[float] = []
+    for _ in range(REPEATS):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if sum(times) > BUDGET_S:
+            break
+    times.sort()
+    return times[(len(times) - 1) // 2]
+
+
+def threads_of(name: str, threads: int | None = None) -> int:
+    """The thread count candidate ``name`` runs at: 1 for ``route@1``, else the current."""
+    return 1 if name.endswith("@1") else (threads or torch.get_num_threads())
+
+
+def pick(times: dict[str, float]) -> str:
+    """The fastest candidate, except that one on more threads must beat the fastest
+    one-thread candidate by :data:`THREAD_MARGIN`."""
+    best = min(times, key=times.__getitem__)
+    single = [n for n in times if threads_of(n) == 1]
+    if single and threads_of(best) > 1:
+        best_single = min(single, key=times.__getitem__)
+        if times[best_single] <= THREAD_MARGIN * times[best]:
+            return best_single
+    return best
+
+
+def on_threads(fn: Callable[..., T], threads: int) -> Callable[..., T]:
+    """``fn`` run with torch at ``threads`` threads for the one call."""
+    def run(*args: object) -> T:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return fn(*args)
+        finally:
+            torch.set_num_threads(before)
+    return run
+
+
+def with_one_thread(impls: dict[str, Callable[..., T]]) -> dict[str, Callable[..., T]]:
+    """``impls`` and each at one thread (``route@1``)."""
+    return {**impls, **{f"{n}@1": on_threads(f, 1) for n, f in impls.items()}}
+
+
+def choose(key: str, trials: dict[str, Callable[[], object] | None]) -> str:
+    """The fastest of ``trials`` for ``key``: a replayed run's recorded route, this process's
+    choice, the cache file's, else measured now (:func:`race`) and remembered in both."""
+    replay = policy.recorded(key)
+    if replay in trials:
+        _memory[key] = {"name": replay, "replayed": True}
+        return replay
+    hit = _memory.get(key)
+    if hit is not None and hit["name"] in trials:
+        return hit["name"]
+    cached = cache.entries().get(key)
+    if isinstance(cached, dict) and cached.get("name") in trials:
+        _memory[key] = cached
+        return cached["name"]
+    return race(key, trials)  # type: ignore[arg-type]
+
+
+def thread_pool(name: str) -> str:
+    """Candidate ``name``'s thread pool: NumPy's BLAS (``numpy...``) or torch's."""
+    return "blas" if name.startswith("numpy") else "torch"
+
+
+def race(key: str, trials: dict[str, Callable[[], object]], previous: dict | None = None) -> str:
+    """Time every trial in :data:`ROUNDS` interleaved rounds, pool by pool; keep the fastest by
+    its median block (:func:`pick`). With ``previous`` (an earlier race's entry) each keeps the
+    lower of its two times and the entry counts one race more."""
+    pools: dict[str, list[str]] = {}
+    for name in trials:
+        pools.setdefault(thread_pool(name), []).append(name)
+    settle_first = len(pools) > 1 and torch.get_num_threads() > 1
+    blocks: dict[str, list[float]] = {name: [] for name in trials}
+    for names in pools.values():
+        if settle_first:
+            time.sleep(SETTLE_S)
+        for _ in range(ROUNDS):
+            for name in names:
+                blocks[name].append(measure(name, trials[name]))
+    times = {name: sorted(ts)[(len(ts) - 1) // 2] for name, ts in blocks.items()}
+    races = 1
+    if previous is not None:
+        before = previous.get("us", {})
+        times = {n: min(t, before[n] / 1e6) if isinstance(before.get(n), (int, float)) else t
+                 for n, t in times.items()}
+        races += races_of(previous)
+    best = pick(times)
+    entry = {"name": best, "us": {n: round(t * 1e6, 1) for n, t in times.items()},
+             "races": races}
+    _memory[key] = entry
+    cache.store(key, entry)
+    return best
+
+
+def races_of(entry: dict | None) -> int:
+    """How many races an entry's times merge (1 for the entries cached before it counted)."""
+    races = (entry or {}).get("races", 1)
+    return races if isinstance(races, int) and races > 0 else 1
+
+
+def recorded_seconds(key: str) -> float | None:
+    """The measured time of ``key``'s chosen route (None when it was not measured)."""
+    entry = _memory.get(key)
+    try:
+        return float(entry["us"][entry["name"]]) / 1e6  # type: ignore[index]
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+class Chosen:
+    """The route a call settled on, called through: ``chosen(*args)`` runs ``impls[name]``.
+
+    ``key`` is set when the route was decided here (raced, cached, replayed or by the size
+    rule) rather than pinned or fixed. A ``watch`` route with a measured time samples one call
+    in :data:`SAMPLE_EVERY` (:meth:`observe`) and, while provisional, races again at its
+    :data:`CONFIRM_AFTER`-th call (:meth:`confirm`); every route it may switch to passed the
+    same cross-check, so switching changes only the summation order."""
+
+    __slots__ = ("name", "fn", "impls", "key", "expected", "calls", "slow", "remeasured",
+                 "provisional")
+
+    def __init__(self, name: str, impls: dict[str, Callable[..., object]],
+                 key: str | None = None, watch: bool = True) -> None:
+        self.name, self.fn, self.impls, self.key = name, impls[name], impls, key
+        self.expected = recorded_seconds(key) if key is not None and watch else None
+        self.calls, self.slow, self.remeasured = 0, 0, False
+        self.provisional = (self.expected is not None
+                            and races_of(_memory.get(key)) < RACES)  # type: ignore[arg-type]
+
+    def __call__(self, *args: object) -> object:
+        self.calls += 1  # also tells the Trainer which routes a step used
+        if self.expected is None or self.calls % SAMPLE_EVERY:
+            return self.fn(*args)
+        if self.provisional and self.calls >= CONFIRM_AFTER:
+            self.confirm(args)
+            return self.fn(*args)
+        t0 = time.perf_counter()
+        out = self.fn(*args)
+        self.observe(time.perf_counter() - t0, args)
+        return out
+
+    def _trials(self, args: tuple) -> dict[str, Callable[[], object]]:
+        names = _memory.get(self.key, {}).get("us", {}) or self.impls  # type: ignore[arg-type]
+        return {n: (lambda f=self.impls[n]: f(*args)) for n in names if n in self.impls}
+
+    def observe(self, seconds: float, args: tuple) -> None:
+        """Count a sampled call's time; re-race after :data:`SLOW_SAMPLES` slow ones in a row."""
+        assert self.expected is not None and self.key is not None
+        self.slow = self.slow + 1 if seconds > SLOW_FACTOR * self.expected else 0
+        if self.slow < SLOW_SAMPLES:
+            return
+        self.name = race(self.key, self._trials(args))
+        self.fn = self.impls[self.name]
+        self.expected, self.remeasured = None, True  # once per process: no re-measure loops
+
+    def confirm(self, args: tuple) -> None:
+        """Race once more on ``args``, merging the first race's times; when another route of
+        the same key settled the entry first, take its choice instead of a third race."""
+        assert self.key is not None
+        self.provisional = False
+        entry = _memory.get(self.key)
+        if races_of(entry) >= RACES and entry["name"] in self.impls:  # type: ignore[index]
+            self.name = entry["name"]  # type: ignore[index]
+        else:
+            self.name = race(self.key, self._trials(args), previous=entry)
+        self.fn = self.impls[self.name]
+        self.expected = recorded_seconds(self.key)
+
+
+def remembered() -> dict[str, dict]:
+    """This process's choices so far (key -> {"name", ...}): ``shortrun info``, provenance."""
+    return dict(_memory)
+
+
+def forget_machine() -> int:
+    """Drop this machine's choices, in memory and in the file (``shortrun info --retime``);
+    returns how many the file held."""
+    forget()
+    return cache.drop_machine()
+
+
+def forget() -> None:
+    """Drop the in-memory choices, cross-check verdicts and file contents (tests; a new pin)."""
+    MEMO.clear()
+    _memory.clear()
+    _checked.clear()
+    cache.forget()
