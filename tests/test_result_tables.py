@@ -19,7 +19,8 @@ EXPECTED = {  # page -> the tables it must carry
     "docs/lebm.md": {"lebm-retrain", "lebm-select", "lebm-6000"},
     "docs/damc.md": {"damc-select", "damc-select-langevin", "damc-retrain",
                      "damc-variants-joint", "damc-variants-tilt", "damc-fd"},
-    "bench/README.md": {"speed", "lebm-retrain", "damc-variants-joint", "damc-fd"},
+    "bench/README.md": {"speed", "lebm-retrain", "damc-variants-joint", "damc-fd",
+                        "loglik-latent", "loglik-betas"},
 }
 
 
