@@ -20,7 +20,7 @@ EXPECTED = {  # page -> the tables it must carry
     "docs/damc.md": {"damc-select", "damc-select-langevin", "damc-retrain",
                      "damc-variants-joint", "damc-variants-tilt", "damc-fd"},
     "bench/README.md": {"speed", "lebm-retrain", "damc-variants-joint", "damc-fd",
-                        "ed-lebm-fd", "loglik-other"},
+                        "ed-lebm-fd", "loglik-other", "loglik-latent", "loglik-betas"},
     "docs/losses.md": {"ed-lebm-fd", "ed-lebm-loglik"},
 }
 
