@@ -2,13 +2,13 @@
 that oneDNN runs slowly, by the convolution (``conv``) or by the product it is.
 
 - :class:`LatentProjection`, the first layer (``1 × 1`` latent to a ``k × k`` map): ``gemm``,
-  ``z @ W.reshape(c, o·k·k)``, ran the SVHN generator's 100 → 512 × 4 × 4 layer (forward and
-  the latent's gradient) in under half oneDNN's time (``bench/lebm_projection_speed.py``).
+  ``z @ W.reshape(c, o·k·k)`` (``bench/lebm_projection_speed.py``).
 - :class:`ImageLayer`, the last layer (to 1 or 3 channels, where oneDNN's kernels are slowest):
   ``fold``, ``x @ W.reshape(c, o·k·k)`` per input pixel and ``F.fold`` (col2im) to scatter-add
-  the patches, about twice as fast on the MNIST generator (``bench/lebm_fold_speed.py``). Its
-  backward is the convolution's own (``aten.convolution_backward``), so gradients are exactly
-  ``nn.ConvTranspose2d``'s.
+  the patches (``bench/lebm_fold_speed.py``). Its backward is the convolution's own
+  (``aten.convolution_backward``), so gradients are exactly ``nn.ConvTranspose2d``'s.
+
+Their gains: bench/README.md, "Route gains per family".
 
 Each layer keeps its choice per input shape, layout, dtype and threads (timed as forward plus
 the input's gradient, a posterior-chain step's work); off CPU or under autocast it is the plain

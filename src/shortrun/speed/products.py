@@ -2,10 +2,9 @@
 (MKL in the x86 wheels), oneDNN (:mod:`shortrun.speed.onednn`) or NumPy's BLAS (OpenBLAS, on
 the tensors' memory), each at the run's threads and at one (``route@1``).
 
-The block-Gibbs kernel and the closed-form update spend their time in skinny products (100 ×
-784 × 500; 100 × 64 × 20 for ``rbm_digits``). oneDNN ran a 100 × 784 × 500 product about twice
-as fast as torch's BLAS on two AVX-512 EPYCs and NumPy won it on an AVX2 one (bench/results/),
-and a small product pays more in thread wake-ups than it computes, so the engine races them.
+The block-Gibbs kernel and the closed-form update spend their time in skinny products; which
+route wins them depends on the CPU (bench/README.md, "Route gains per family"), and a small
+product pays more in thread wake-ups than it computes, so the engine races them.
 Not measured: products that need autograd, are not float32/float64 on CPU, or run under bf16
 autocast; they take :func:`fixed_route`. :func:`match_blas_threads` caps NumPy's BLAS pool at
 torch's thread count, process-wide, so the two pools do not spin against each other.
@@ -54,9 +53,9 @@ def _applies(route: str, ts: tuple[torch.Tensor, ...]) -> bool:
 
 
 def fixed_route(*ts: torch.Tensor) -> str:
-    """The route before measurement existed: oneDNN when usable, else NumPy's BLAS when torch
-    runs one thread (with more, NumPy's OpenBLAS pool and torch's OpenMP pool spin against
-    each other: 6× slower on 2 shared cores, bench/results_rbm.md), else torch."""
+    """The route when nothing is timed: oneDNN when usable, else NumPy's BLAS when torch runs
+    one thread (with more, NumPy's OpenBLAS pool and torch's OpenMP pool spin against each
+    other), else torch."""
     if _applies("onednn", ts):
         return "onednn"
     if torch.get_num_threads() == 1 and _applies("numpy", ts):
@@ -141,7 +140,7 @@ def route_for(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None
 
 
 def _chosen(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> engine.Chosen:
-    # the hot path: one tuple and a dict lookup per product (a 100×64×20 product takes ~6 µs)
+    # the hot path: one tuple and a dict lookup per product (small products take microseconds)
     if _measurable(a, b, bias):
         memo_key = (FAMILY, a.dtype, a.shape, b.shape, a.stride(), b.stride(), bias is None,
                     torch.get_num_threads(), torch.backends.mkldnn.enabled)
