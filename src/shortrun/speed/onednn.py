@@ -1,14 +1,11 @@
 """Float32 matrix products through oneDNN on CPU, for the kernels' no-autograd inner loops.
 
-oneDNN's JIT kernels can beat ``torch.mm``'s BLAS on fp32 products (bench/README.md, "Route
-gains per family"). The op is ``mkldnn._linear_pointwise``, private; torch has no public route
-to oneDNN's fp32 linear on dense tensors (docs/architecture.md, design decision 10). So
-:func:`_pointwise` is the one place that names it; it is used only after a probe shows it
-exists and agrees with ``F.linear``, every family that routes through it cross-checks it in
-float64 first, and everything else takes the public ops.
-
-Under ``torch.autocast("cpu", dtype=torch.bfloat16)`` the op is not cast by autocast, so
-:func:`onednn_linear` casts the factors to bfloat16 (float32 accumulation) and returns float32.
+The op is ``mkldnn._linear_pointwise``, private: torch has no public route to oneDNN's fp32
+linear on dense tensors (docs/architecture.md, design decision 10). :func:`_pointwise` is the
+one place that names it; it is used only after a probe shows it exists and agrees with
+``F.linear``, and every family that routes through it cross-checks it in float64 first.
+Under CPU bf16 autocast (which does not cast this op) :func:`onednn_linear` casts the factors
+to bfloat16 (float32 accumulation) and returns float32.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""How a run chooses its routes (``train.routes``), and what it records of them.
-
-- ``auto``: each family's route by a race on this machine or its size rule
-  (:mod:`shortrun.speed.engine`); every candidate passed the same float64 cross-check, so the
-  choice changes only the summation order.
-- ``fixed``: no timing: every family takes its fixed route, so the run's arithmetic is a
-  function of its config, seed and machine alone (the behaviour fingerprints are recorded so).
-- a file (``RUN_DIR/provenance.json`` or the run directory): replay the routes a run recorded
-  (``routes``: cache key -> route) without timing; a key the record lacks (a new shape,
-  another thread count) is chosen as under ``auto``.
-
-``SHORTRUN_ROUTE`` / ``SHORTRUN_ROUTE_<FAMILY>`` still pin a family whatever the policy.
+"""How a run chooses its routes (``train.routes``), and what it records of them: ``auto``
+(raced or by size rule: :mod:`shortrun.speed.engine`), ``fixed`` (no timing; every family on
+its fixed route) or a run's ``provenance.json`` / run directory (replay its recorded routes,
+a key it lacks chosen as under ``auto``). ``SHORTRUN_ROUTE`` / ``SHORTRUN_ROUTE_<FAMILY>``
+still pin a family whatever the policy. Why: docs/architecture.md, "A run says how it was
+computed".
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
-"""The ``rbm`` family: the RBM's products outside autograd (``bias + a @ b``) by torch's BLAS
-(MKL in the x86 wheels), oneDNN (:mod:`shortrun.speed.onednn`) or NumPy's BLAS (OpenBLAS, on
-the tensors' memory), each at the run's threads and at one (``route@1``).
-
-The block-Gibbs kernel and the closed-form update spend their time in skinny products; which
-route wins them depends on the CPU (bench/README.md, "Route gains per family"), and a small
-product pays more in thread wake-ups than it computes, so the engine races them.
-Not measured: products that need autograd, are not float32/float64 on CPU, or run under bf16
-autocast; they take :func:`fixed_route`. :func:`match_blas_threads` caps NumPy's BLAS pool at
-torch's thread count, process-wide, so the two pools do not spin against each other.
+"""The ``rbm`` family: the RBM's products outside autograd (``bias + a @ b``) by torch's BLAS,
+oneDNN (:mod:`shortrun.speed.onednn`) or NumPy's BLAS on the tensors' memory, each at the
+run's threads and at one (``route@1``). Which wins depends on the CPU and the shape
+(bench/README.md, "Route gains per family"), so the engine races them. Products that need
+autograd, are not float32/float64 on CPU, or run under bf16 autocast take
+:func:`fixed_route`. :func:`match_blas_threads` caps NumPy's BLAS pool at torch's thread
+count, process-wide, so the two pools do not spin against each other.
 """
 
 from __future__ import annotations
@@ -20,8 +17,8 @@ import torch
 from shortrun.speed import engine
 from shortrun.speed.onednn import autocast_bf16, onednn_linear, onednn_usable
 
-ROUTES = ("torch", "onednn", "numpy")
 FAMILY = "rbm"  # the RBM GEMMs
+ROUTES = engine.FAMILIES[FAMILY]  # torch, onednn, numpy: the candidates' order
 
 Impl = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 

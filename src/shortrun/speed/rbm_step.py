@@ -1,17 +1,14 @@
 """The ``rbm_step`` family: which implementation runs a binary RBM's whole CD-k / PCD-k
 update, the model's own torch calls or the NumPy calls of :mod:`shortrun.speed.rbm_numpy`.
+The RBM sees one seam, :func:`fast_step` (the metrics, or None when the model's torch step
+should run), and :func:`fast_gibbs` for sampling.
 
-The RBM sees one seam, :func:`fast_step` (tensors, batch, options, optimiser in; the metrics
-out, or None when the model's torch step should run), and :func:`fast_gibbs` for sampling.
-
-The route is chosen by a size rule, not a race (:meth:`RBMStep.rule`): for a small RBM the
-update's torch calls cost more in dispatch than they compute, and a race of whole updates
-would cost more than a small model's whole fit. The rule gives the answers the races gave
-(docs/architecture.md, "The rbm_step size rule"; bench/README.md, "Route gains per family").
-The NumPy step still passes a float64 cross-check first (:meth:`RBMStep.cross_check`).
-
-A tensor set keeps the route it first took for a batch shape for the rest of the process (the
-Trainer may drop to one thread after the first step: re-choosing could switch the arithmetic).
+The route is chosen by a size rule (:meth:`RBMStep.rule`), not a race: a race of whole updates
+would cost more than a small model's whole fit, and the rule gives the races' answers
+(docs/architecture.md, "The rbm_step size rule"). The NumPy step still passes a float64
+cross-check first. A tensor set keeps the route it first took for a batch shape for the rest
+of the process (the Trainer may drop to one thread after the first step: re-choosing could
+switch the arithmetic).
 """
 
 from __future__ import annotations
@@ -52,10 +49,16 @@ def _applies(W: torch.Tensor) -> bool:
             and not (torch.distributed.is_available() and torch.distributed.is_initialized()))
 
 
-def _work(tensors: Tensors, batch: torch.Tensor) -> int:
+def _dims(tensors: Tensors, batch: torch.Tensor) -> tuple[int, int, int, int]:
+    """visible, hidden, batch and negative-phase rows (the chains, or the batch under CD)."""
     chains = tensors[5]
     (nv, nh), n = tensors[0].shape, len(batch)
-    return nv * nh * (n + (len(chains) if chains is not None else n))
+    return nv, nh, n, len(chains) if chains is not None else n
+
+
+def _work(tensors: Tensors, batch: torch.Tensor) -> int:
+    nv, nh, n, n_neg = _dims(tensors, batch)
+    return nv * nh * (n + n_neg)
 
 
 class RBMStep(engine.Family):
@@ -76,10 +79,7 @@ class RBMStep(engine.Family):
     def key(self, tensors, batch, opts) -> str:
         """``rbm_step|dtype|threads=N|visible x hidden x batch x chains (power-of-two
         buckets)|learning-k|centering``."""
-        chains = tensors[5]
-        (nv, nh), n = tensors[0].shape, len(batch)
-        dims = "x".join(str(engine.bucket(d)) for d in
-                        (nv, nh, n, len(chains) if chains is not None else n))
+        dims = "x".join(str(engine.bucket(d)) for d in _dims(tensors, batch))
         return (f"{FAMILY}|{str(tensors[0].dtype).removeprefix('torch.')}|threads="
                 f"{torch.get_num_threads()}|{dims}|{opts.learning}-{opts.k}|"
                 f"{'centered' if opts.centered else 'plain'}")
