@@ -4,8 +4,9 @@ that oneDNN runs slowly, by the convolution (``conv``) or by the product it is:
 ``z @ W.reshape(c, o·k·k)``; :class:`ImageLayer` (to 1 or 3 channels) by ``fold``, the same
 product per input pixel and ``F.fold`` (col2im) to scatter-add the patches, with the
 convolution's own backward, so gradients are exactly ``nn.ConvTranspose2d``'s. Gains:
-bench/README.md, "Route gains per family". Each layer keeps its choice per input shape,
-layout, dtype and threads; off CPU or under autocast it is the plain convolution.
+bench/README.md, "Route gains per family". Each layer keeps its choice (timed as forward plus
+the input's gradient) per input shape, layout, dtype and threads; off CPU or under autocast it
+is the plain convolution.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Float32 matrix products through oneDNN on CPU, for the kernels' no-autograd inner loops.
 
 The op is ``mkldnn._linear_pointwise``, private: torch has no public route to oneDNN's fp32
-linear on dense tensors (docs/architecture.md, design decision 10). :func:`_pointwise` is the
+linear on dense tensors (docs/architecture.md, "Departures", item 10). :func:`_pointwise` is the
 one place that names it; it is used only after a probe shows it exists and agrees with
 ``F.linear``, and every family that routes through it cross-checks it in float64 first.
 Under CPU bf16 autocast (which does not cast this op) :func:`onednn_linear` casts the factors

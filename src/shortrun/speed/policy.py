@@ -30,10 +30,9 @@ def recorded(key: str) -> str | None:
 
 
 def use(value: str) -> bool:
-    """Set the policy named by a ``train.routes`` value for this process. Returns whether the
-    routes this process settled on so far may not be the policy's (then the caller forgets
-    them: :func:`shortrun.speed.engine.forget`). A bad value is a :class:`ConfigError` naming the
-    key and the fix."""
+    """Set this process's policy from a ``train.routes`` value (a bad one: a
+    :class:`ConfigError` naming the fix); whether the routes settled so far may not be the
+    policy's (then the caller calls :func:`shortrun.speed.engine.forget`)."""
     before = _state["mode"]
     if value in MODES:
         _state.update(mode=value, recorded={})

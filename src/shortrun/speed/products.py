@@ -160,11 +160,9 @@ _blas_threads: int | None = None
 
 
 def match_blas_threads(threads: int | None = None) -> None:
-    """Give NumPy's BLAS the thread count torch uses (``train.threads``), or ``threads``, once
-    per change.
-
-    A process-wide side effect (threadpoolctl): every NumPy BLAS call in the process is capped
-    afterwards, which is what the single-threaded NumPy route of :func:`gemm` needs."""
+    """Give NumPy's BLAS torch's thread count (``train.threads``), or ``threads``, once per
+    change: a process-wide cap (threadpoolctl) on every NumPy BLAS call, as the NumPy routes
+    need."""
     global _blas_threads
     n = threads or torch.get_num_threads()
     if n != _blas_threads:
