@@ -105,7 +105,7 @@ class MLPEnergy(nn.Module):
         last = linears[-1]
         w_out, b_out = last.weight[0], last.bias
         # blocks keep a CPU's activations in cache; on a GPU they only multiply the kernel
-        # launches (H200, 10k rows: 1030 µs blocked, 170 µs whole, 653 µs plain autograd)
+        # launches (bench/README.md)
         if n <= self.block_rows or flat.device.type != "cpu":
             return self._energy_and_grad_rows(flat, linears, weights_t, w_out, b_out, onednn)
         energy = flat.new_empty(n)

@@ -159,7 +159,7 @@ class RBMBase(Model):
                          ) -> dict[str, torch.optim.Optimizer]:
         """Plain SGD (with ``momentum``) at ``train.lr``; weight decay on ``W`` only. FPCD's
         fast weights learn at ``model.fast_lr``, default ``train.lr``. ``foreach``: the same
-        arithmetic in fewer calls, which matters for small RBMs whose whole step is ~300 µs;
+        arithmetic in fewer calls, which matters for small RBMs whose whole step is short;
         :class:`~shortrun.models.rbm_sgd.RBMSGD` is torch's SGD update without ``torch.optim``
         (whose constructor imports a large part of torch at its first use)."""
         t, m = optim or OptimOptions(), self.options

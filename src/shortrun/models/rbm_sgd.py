@@ -1,9 +1,9 @@
 """The RBMs' optimiser: SGD with momentum and weight decay, and its learning-rate decay.
 
 Why not ``torch.optim.SGD``: every ``torch.optim`` optimiser's constructor imports torch's
-compiler stack (``Optimizer.add_param_group`` is wrapped to disable it), 1.7-1.9 s on the
-AMD EPYC of bench/README, ten times scikit-learn's whole ``BernoulliRBM.fit`` on digits. An
-RBM's update is closed form (Hinton 2002, Eq. 5) and needs none of what that buys.
+compiler stack (``Optimizer.add_param_group`` is wrapped to disable it), which costs more
+than scikit-learn's whole ``BernoulliRBM.fit`` on digits (bench/README.md). An RBM's update
+is closed form (Hinton 2002, Eq. 5) and needs none of what that buys.
 
 :class:`RBMSGD` computes torch's SGD update call for call (``torch.optim.SGD`` with
 ``foreach``: on the CPU its list kernels apply the same per-tensor ``add``/``mul_``/``add_``),

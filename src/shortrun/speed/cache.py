@@ -1,8 +1,7 @@
-"""The route cache: ``$XDG_CACHE_HOME/shortrun/routes.json`` (else ``~/.cache/...``).
-
-Per machine (:func:`machine_key`: CPU model, vector units, torch version), each race's choice
-(cache key -> ``{"name", "us", "races"}``) among routes that passed the same float64 check:
-deleting or corrupting the file costs a re-measurement, never correctness.
+"""The route cache: ``$XDG_CACHE_HOME/shortrun/routes.json`` (else ``~/.cache/...``). Per
+machine (:func:`machine_key`), each race's choice (cache key -> ``{"name", "us", "races"}``)
+among routes that passed the same float64 check: deleting or corrupting the file costs a
+re-measurement, never correctness.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """The ``deconv`` family: the LEBM generator's first and last layers, transposed convolutions
-that oneDNN runs slowly, by the convolution (``conv``) or by the product it is.
-
-- :class:`LatentProjection`, the first layer (``1 × 1`` latent to a ``k × k`` map): ``gemm``,
-  ``z @ W.reshape(c, o·k·k)``, ran the SVHN generator's 100 → 512 × 4 × 4 layer (forward and
-  the latent's gradient) in under half oneDNN's time (``bench/lebm_projection_speed.py``).
-- :class:`ImageLayer`, the last layer (to 1 or 3 channels, where oneDNN's kernels are slowest):
-  ``fold``, ``x @ W.reshape(c, o·k·k)`` per input pixel and ``F.fold`` (col2im) to scatter-add
-  the patches, about twice as fast on the MNIST generator (``bench/lebm_fold_speed.py``). Its
-  backward is the convolution's own (``aten.convolution_backward``), so gradients are exactly
-  ``nn.ConvTranspose2d``'s.
-
-Each layer keeps its choice per input shape, layout, dtype and threads (timed as forward plus
-the input's gradient, a posterior-chain step's work); off CPU or under autocast it is the plain
-convolution.
+that oneDNN runs slowly, by the convolution (``conv``) or by the product it is:
+:class:`LatentProjection` (``1 × 1`` latent to a ``k × k`` map) by ``gemm``,
+``z @ W.reshape(c, o·k·k)``; :class:`ImageLayer` (to 1 or 3 channels) by ``fold``, the same
+product per input pixel and ``F.fold`` (col2im) to scatter-add the patches, with the
+convolution's own backward, so gradients are exactly ``nn.ConvTranspose2d``'s. Gains:
+bench/README.md, "Route gains per family". Each layer keeps its choice (timed as forward plus
+the input's gradient) per input shape, layout, dtype and threads; off CPU or under autocast it
+is the plain convolution.
 """
 
 from __future__ import annotations
@@ -28,7 +22,7 @@ from torch.autograd.function import once_differentiable
 from shortrun.speed import engine
 
 FAMILY = "deconv"
-ROUTES = ("conv", "fold", "gemm")
+ROUTES = engine.FAMILIES[FAMILY]
 FIXED = "conv"
 _UNMEASURED = [0]  # depth of :func:`unmeasured` blocks
 

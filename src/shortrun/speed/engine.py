@@ -1,13 +1,8 @@
-"""The one engine that runs every route family (docs/architecture.md, "Routes chosen by
-measurement"): a :class:`Family` declares its candidates, a float64 cross-check, a shape key
-and its fixed route; :func:`settle` decides, in this order: a pin or ``train.routes: fixed``
-(:mod:`shortrun.speed.policy`) takes the pinned or fixed route untimed; no shape key takes the
-fixed route; the candidates must pass the cross-check (else the fixed route); then a replayed
-run's recorded route, the family's size rule, this process's or the cache file's choice
-(:mod:`shortrun.speed.cache`), or a race (:func:`race`). A chosen route of a ``watch`` family
-(:class:`Chosen`) samples one call in :data:`SAMPLE_EVERY`, re-races once after
-:data:`SLOW_SAMPLES` slow samples in a row, and a one-race choice races again at its
-:data:`CONFIRM_AFTER`-th call, each candidate keeping the lower of its two times.
+"""The one engine that runs every route family: a :class:`Family` declares its candidates, a
+float64 cross-check, a shape key and its fixed route; :func:`settle` decides among them and
+:class:`Chosen` runs (and, for a ``watch`` family, re-times) the choice. The order of the
+decision, the race and the watch are described in docs/architecture.md, "Routes chosen by
+measurement".
 """
 
 from __future__ import annotations
@@ -50,10 +45,9 @@ _checked: dict[tuple, bool] = {}  # (family, check key) -> the cross-check's ver
 class Family:
     """What a route family declares; the engine (:func:`settle`) does the rest.
 
-    ``name`` is the family's name (cache keys, ``SHORTRUN_ROUTE_<NAME>``), ``routes`` the
-    names a pin may use, ``impls`` every route by name (``route@1``: the route at one thread),
-    ``watch`` whether a chosen route may be re-timed on live calls (False where a call cannot
-    be repeated on its arguments)."""
+    ``name``: cache keys and ``SHORTRUN_ROUTE_<NAME>``; ``routes``: the names a pin may use;
+    ``impls``: every route by name (``route@1``: at one thread); ``watch``: whether a chosen
+    route may be re-timed on live calls (False where a call cannot be repeated)."""
 
     name: str = ""
     routes: tuple[str, ...] = ()
@@ -62,15 +56,15 @@ class Family:
     pin_as: dict[str, str] = {}  # a pinned name run by another impl (mlp: onednn -> fixed)
 
     def candidates(self, *args: Any) -> list[str]:
-        """The routes that apply to this call (names in :attr:`impls`)."""
+        """The routes (names in :attr:`impls`) that apply to this call."""
         raise NotImplementedError
 
     def fixed(self, *args: Any) -> str:
-        """The route taken when nothing is timed (a pin elsewhere, ``fixed``, no key)."""
+        """The route taken when nothing is timed."""
         raise NotImplementedError
 
     def key(self, *args: Any) -> str | None:
-        """The cache key of this call's shape (``family|dtype|threads=N|...``); None: fixed."""
+        """The cache key of this call's shape; None: the fixed route."""
         raise NotImplementedError
 
     def check_key(self, route: str, *args: Any) -> Hashable:
@@ -120,7 +114,7 @@ def pinned_route(family: str, choices: tuple[str, ...] | None = None) -> str | N
 
 
 def settle(family: Family, *args: Any) -> Chosen:
-    """The route of ``family`` for this call (the module docstring's six steps)."""
+    """The route of ``family`` for this call (docs/architecture.md gives the order)."""
     names = family.candidates(*args)
     pinned = pinned_route(family.name, family.routes)
     if pinned is not None:
@@ -153,8 +147,8 @@ def route(family: Family, memo_key: tuple, *args: Any) -> Chosen:
 
 def passes(family: Family, route: str, *args: Any) -> bool:
     """The family's cross-check of ``route`` (at any thread count: ``route@1`` is ``route``),
-    once per check key, on one thread (its arrays are small; on a loaded machine a second
-    thread's wake-ups made a 20-ms check take 0.5 s); any exception fails it."""
+    once per check key, on one thread (its arrays are small, so a second thread's wake-ups
+    only slow it); any exception fails it."""
     route = route.removesuffix("@1")
     key = (family.name, route, family.check_key(route, *args))
     if key not in _checked:
@@ -173,9 +167,9 @@ def bucket(n: int) -> int:
 
 
 def measure(name: str, fn: Callable[[], object]) -> float:
-    """Median seconds of up to :data:`REPEATS` calls of ``fn()`` after a warm-up, fewer once
-    they used :data:`BUDGET_S` (``name``: for the tests' fake timer). The median, not the best:
-    a choice must hold for the typical call on a shared machine."""
+    """Median seconds of up to :data:`REPEATS` calls of ``fn()`` after a warm-up, fewer past
+    :data:`BUDGET_S` (``name``: for the tests' fake timer). The median: a choice must hold
+    for the typical call on a shared machine."""
     fn()
     times: list[float] = []
     for _ in range(REPEATS):
@@ -275,7 +269,7 @@ def race(key: str, trials: dict[str, Callable[[], object]], previous: dict | Non
 
 
 def races_of(entry: dict | None) -> int:
-    """How many races an entry's times merge (1 for the entries cached before it counted)."""
+    """How many races an entry's times merge (1 for an entry without a valid count)."""
     races = (entry or {}).get("races", 1)
     return races if isinstance(races, int) and races > 0 else 1
 
@@ -290,13 +284,10 @@ def recorded_seconds(key: str) -> float | None:
 
 
 class Chosen:
-    """The route a call settled on, called through: ``chosen(*args)`` runs ``impls[name]``.
-
-    ``key`` is set when the route was decided here (raced, cached, replayed or by the size
-    rule) rather than pinned or fixed. A ``watch`` route with a measured time samples one call
-    in :data:`SAMPLE_EVERY` (:meth:`observe`) and, while provisional, races again at its
-    :data:`CONFIRM_AFTER`-th call (:meth:`confirm`); every route it may switch to passed the
-    same cross-check, so switching changes only the summation order."""
+    """The route a call settled on: ``chosen(*args)`` runs ``impls[name]``. ``key`` is set when
+    the route was decided here rather than pinned or fixed. A ``watch`` route with a measured
+    time samples calls (:meth:`observe`) and, while provisional, races again (:meth:`confirm`);
+    every route it may switch to passed the same cross-check."""
 
     __slots__ = ("name", "fn", "impls", "key", "expected", "calls", "slow", "remeasured",
                  "provisional")

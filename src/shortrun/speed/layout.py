@@ -1,12 +1,10 @@
 """The ``conv`` family: the LEBM generator's memory layout, NCHW or NHWC.
 
-NHWC lets oneDNN pick faster transposed-convolution kernels on some CPUs (1.08-1.49× for the
-SVHN generator's chain step on the CPUs of bench/results/), but a layout that wins on one
-machine, thread count or batch size can lose on another. With ``model.channels_last: auto``
-the generator settles its layout at its first forward pass on CPU: both layouts run one
-posterior-chain step's work (:func:`chain_step`) at the actual batch size, dtype and threads,
-after a float64 cross-check (:func:`layout_works`). ``model.channels_last: true|false`` pins the
-layout for a run; the fixed route is NHWC.
+NHWC lets oneDNN pick faster transposed-convolution kernels on some CPUs, but not on every
+machine, thread count or batch size (bench/README.md, "Route gains per family"). With
+``model.channels_last: auto`` the generator settles its layout at its first forward pass on
+CPU by timing one posterior-chain step (:func:`chain_step`) in each layout, after a float64
+cross-check (:func:`layout_works`); ``true|false`` pins it; the fixed route is NHWC.
 """
 
 from __future__ import annotations

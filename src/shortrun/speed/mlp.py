@@ -2,10 +2,10 @@
 (:meth:`shortrun.energies.mlp.MLPEnergy.energy_and_grad`) by ``torch`` (``F.linear``) or
 ``onednn`` (:mod:`shortrun.speed.onednn`), each at the run's threads and at one.
 
-oneDNN won a 10,000-chain Langevin step by 1.26-2.0× on the AVX-512 EPYCs and lost it on the
-AVX2 one and at 256 chains (bench/results/), so the engine races them per row bucket. The
-``onednn`` pin, like ``train.routes: fixed``, is the rule before measurement (``fixed``: oneDNN
-from 256 rows). The energy is duck-typed (``net`` and ``pass_with(flat, onednn)``).
+Which wins depends on the CPU and the row count (bench/README.md, "Route gains per family"),
+so the engine races them per row bucket. The ``onednn`` pin, like ``train.routes: fixed``,
+takes the fixed rule (oneDNN from 256 rows). The energy is duck-typed (``net`` and
+``pass_with(flat, onednn)``).
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Float32 matrix products through oneDNN on CPU, for the kernels' no-autograd inner loops.
 
-On the AMD EPYCs measured, oneDNN's JIT kernels ran fp32 products up to twice as fast as
-``torch.mm``'s MKL (bench/results/). The op is ``mkldnn._linear_pointwise`` (what
-``torch.compile`` lowers ``nn.Linear`` to on CPU). It is private, and torch has no public route
-to oneDNN's fp32 linear on dense tensors: ``Tensor.to_mkldnn`` and ``F.linear`` on the converted
-tensors copy both factors at every call (100 × 784 × 500 at one thread: 6.8 ms against 5.8 ms
-for ``F.linear`` and 5.4 ms here). So :func:`_pointwise` is the one place that names it; it is
-used only after a probe shows it exists and agrees with ``F.linear``, every family that routes
-through it cross-checks it in float64 first, and everything else takes the public ops.
-
-Under ``torch.autocast("cpu", dtype=torch.bfloat16)`` the op is not cast by autocast, so
-:func:`onednn_linear` casts the factors to bfloat16 (float32 accumulation) and returns float32.
+The op is ``mkldnn._linear_pointwise``, private: torch has no public route to oneDNN's fp32
+linear on dense tensors (docs/architecture.md, "Departures", item 10). :func:`_pointwise` is the
+one place that names it; it is used only after a probe shows it exists and agrees with
+``F.linear``, and every family that routes through it cross-checks it in float64 first.
+Under CPU bf16 autocast (which does not cast this op) :func:`onednn_linear` casts the factors
+to bfloat16 (float32 accumulation) and returns float32.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""How a run chooses its routes (``train.routes``), and what it records of them.
-
-- ``auto``: each family's route by a race on this machine or its size rule
-  (:mod:`shortrun.speed.engine`); every candidate passed the same float64 cross-check, so the
-  choice changes only the summation order.
-- ``fixed``: no timing: every family takes its fixed route, so the run's arithmetic is a
-  function of its config, seed and machine alone (the behaviour fingerprints are recorded so).
-- a file (``RUN_DIR/provenance.json`` or the run directory): replay the routes a run recorded
-  (``routes``: cache key -> route) without timing; a key the record lacks (a new shape,
-  another thread count) is chosen as under ``auto``.
-
-``SHORTRUN_ROUTE`` / ``SHORTRUN_ROUTE_<FAMILY>`` still pin a family whatever the policy.
+"""How a run chooses its routes (``train.routes``), and what it records of them: ``auto``
+(raced or by size rule: :mod:`shortrun.speed.engine`), ``fixed`` (no timing; every family on
+its fixed route) or a run's ``provenance.json`` / run directory (replay its recorded routes,
+a key it lacks chosen as under ``auto``). ``SHORTRUN_ROUTE`` / ``SHORTRUN_ROUTE_<FAMILY>``
+still pin a family whatever the policy. Why: docs/architecture.md, "A run says how it was
+computed".
 """
 
 from __future__ import annotations
@@ -36,10 +30,9 @@ def recorded(key: str) -> str | None:
 
 
 def use(value: str) -> bool:
-    """Set the policy named by a ``train.routes`` value for this process. Returns whether the
-    routes this process settled on so far may not be the policy's (then the caller forgets
-    them: :func:`shortrun.speed.engine.forget`). A bad value is a :class:`ConfigError` naming the
-    key and the fix."""
+    """Set this process's policy from a ``train.routes`` value (a bad one: a
+    :class:`ConfigError` naming the fix); whether the routes settled so far may not be the
+    policy's (then the caller calls :func:`shortrun.speed.engine.forget`)."""
     before = _state["mode"]
     if value in MODES:
         _state.update(mode=value, recorded={})

@@ -1,14 +1,10 @@
-"""The ``rbm`` family: the RBM's products outside autograd (``bias + a @ b``) by torch's BLAS
-(MKL in the x86 wheels), oneDNN (:mod:`shortrun.speed.onednn`) or NumPy's BLAS (OpenBLAS, on
-the tensors' memory), each at the run's threads and at one (``route@1``).
-
-The block-Gibbs kernel and the closed-form update spend their time in skinny products (100 ×
-784 × 500; 100 × 64 × 20 for ``rbm_digits``). oneDNN ran a 100 × 784 × 500 product about twice
-as fast as torch's BLAS on two AVX-512 EPYCs and NumPy won it on an AVX2 one (bench/results/),
-and a small product pays more in thread wake-ups than it computes, so the engine races them.
-Not measured: products that need autograd, are not float32/float64 on CPU, or run under bf16
-autocast; they take :func:`fixed_route`. :func:`match_blas_threads` caps NumPy's BLAS pool at
-torch's thread count, process-wide, so the two pools do not spin against each other.
+"""The ``rbm`` family: the RBM's products outside autograd (``bias + a @ b``) by torch's BLAS,
+oneDNN (:mod:`shortrun.speed.onednn`) or NumPy's BLAS on the tensors' memory, each at the
+run's threads and at one (``route@1``). Which wins depends on the CPU and the shape
+(bench/README.md, "Route gains per family"), so the engine races them. Products that need
+autograd, are not float32/float64 on CPU, or run under bf16 autocast take
+:func:`fixed_route`. :func:`match_blas_threads` caps NumPy's BLAS pool at torch's thread
+count, process-wide, so the two pools do not spin against each other.
 """
 
 from __future__ import annotations
@@ -21,8 +17,8 @@ import torch
 from shortrun.speed import engine
 from shortrun.speed.onednn import autocast_bf16, onednn_linear, onednn_usable
 
-ROUTES = ("torch", "onednn", "numpy")
 FAMILY = "rbm"  # the RBM GEMMs
+ROUTES = engine.FAMILIES[FAMILY]  # torch, onednn, numpy: the candidates' order
 
 Impl = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 
@@ -54,9 +50,9 @@ def _applies(route: str, ts: tuple[torch.Tensor, ...]) -> bool:
 
 
 def fixed_route(*ts: torch.Tensor) -> str:
-    """The route before measurement existed: oneDNN when usable, else NumPy's BLAS when torch
-    runs one thread (with more, NumPy's OpenBLAS pool and torch's OpenMP pool spin against
-    each other: 6× slower on 2 shared cores, bench/results_rbm.md), else torch."""
+    """The route when nothing is timed: oneDNN when usable, else NumPy's BLAS when torch runs
+    one thread (with more, NumPy's OpenBLAS pool and torch's OpenMP pool spin against each
+    other), else torch."""
     if _applies("onednn", ts):
         return "onednn"
     if torch.get_num_threads() == 1 and _applies("numpy", ts):
@@ -141,7 +137,7 @@ def route_for(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None
 
 
 def _chosen(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> engine.Chosen:
-    # the hot path: one tuple and a dict lookup per product (a 100×64×20 product takes ~6 µs)
+    # the hot path: one tuple and a dict lookup per product (small products take microseconds)
     if _measurable(a, b, bias):
         memo_key = (FAMILY, a.dtype, a.shape, b.shape, a.stride(), b.stride(), bias is None,
                     torch.get_num_threads(), torch.backends.mkldnn.enabled)
@@ -164,11 +160,9 @@ _blas_threads: int | None = None
 
 
 def match_blas_threads(threads: int | None = None) -> None:
-    """Give NumPy's BLAS the thread count torch uses (``train.threads``), or ``threads``, once
-    per change.
-
-    A process-wide side effect (threadpoolctl): every NumPy BLAS call in the process is capped
-    afterwards, which is what the single-threaded NumPy route of :func:`gemm` needs."""
+    """Give NumPy's BLAS torch's thread count (``train.threads``), or ``threads``, once per
+    change: a process-wide cap (threadpoolctl) on every NumPy BLAS call, as the NumPy routes
+    need."""
     global _blas_threads
     n = threads or torch.get_num_threads()
     if n != _blas_threads:

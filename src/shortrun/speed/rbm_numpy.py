@@ -107,8 +107,8 @@ def _sweep(u_h: np.ndarray, u_v: np.ndarray, W: np.ndarray, b: np.ndarray, c: np
 
 class _Workspace:
     """What one update reads and writes, made once per tensor set and batch size: NumPy views
-    of the parameters, offsets, chains and gradients (``.numpy()`` costs ~2.4 µs and an
-    update needs two dozen), and scratch arrays laid out so that nothing is concatenated:
+    of the parameters, offsets, chains and gradients (made once: ``.numpy()`` is not free and
+    an update needs two dozen), and scratch arrays laid out so that nothing is concatenated:
     data rows first, chain rows after, as the free energies and ``Wᵀ``'s gradient stack them."""
 
     def __init__(self, tensors: Tensors, n_pos: int, opts: StepOptions, key: tuple) -> None:
@@ -255,10 +255,9 @@ _VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # optimizer -> 
 
 def numpy_sgd(opt: Any) -> None:
     """The RBM's SGD update (``g ← ∇ + λθ; m ← μm + g; θ ← θ − lr·m``, torch's SGD without
-    dampening or Nesterov) computed by NumPy on the tensors' memory: for a 64 × 20 RBM
-    torch's calls cost ~90 µs a step, more than the rest of the NumPy update; this ~20.
-    An optimiser with step hooks, or with parameters NumPy cannot view, takes its own
-    ``step()``."""
+    dampening or Nesterov) computed by NumPy on the tensors' memory: for a small RBM torch's
+    optimiser calls cost more than the rest of the NumPy update. An optimiser with step hooks,
+    or with parameters NumPy cannot view, takes its own ``step()``."""
     params = [p for g in opt.param_groups for p in g["params"]]
     if opt.hooked or not all(p.device.type == "cpu"
                              and p.dtype in (torch.float32, torch.float64) for p in params):
@@ -310,10 +309,8 @@ def numpy_gibbs(params: BernoulliRBMParams, v: torch.Tensor, n_steps: int,
     """``n_steps`` block-Gibbs sweeps from ``v`` (:func:`shortrun.samplers.gibbs.block_gibbs`
     at β = 1, Hinton 2002 Eq. 5) as NumPy calls, drawing the same uniforms: per sweep
     ``n × n_hidden`` then ``n × n_visible`` numbers from ``generator`` (torch's global RNG
-    when None), in chunks of sweeps. Returns the final visible state.
-
-    For ``rbm_digits``' sample grid (64 chains, 64 × 20, 1000 sweeps) the torch sampler spends
-    its time in calls; this one makes half as many."""
+    when None), in chunks of sweeps. Returns the final visible state. For a small RBM the torch
+    sampler spends its time in calls; this one makes half as many."""
     W = params.W.detach().numpy()
     b, c = params.b.detach().numpy(), params.c.detach().numpy()
     n, (nv, nh) = len(v), W.shape

@@ -1,24 +1,14 @@
 """The ``rbm_step`` family: which implementation runs a binary RBM's whole CD-k / PCD-k
 update, the model's own torch calls or the NumPy calls of :mod:`shortrun.speed.rbm_numpy`.
+The RBM sees one seam, :func:`fast_step` (the metrics, or None when the model's torch step
+should run), and :func:`fast_gibbs` for sampling.
 
-The RBM sees one seam, :func:`fast_step` (tensors, batch, options, optimiser in; the metrics
-out, or None when the model's torch step should run), and :func:`fast_gibbs` for sampling.
-
-How the route is chosen: by a size rule, not by a race (:meth:`RBMStep.rule`). For a small RBM
-each product is a few thousand FLOPs and the update's ~75 torch calls cost microseconds of
-dispatch each, while NumPy's cost about one: the NumPy step ran a digits CD-1 update (64 × 100,
-batch 10) 2.2× faster than torch at one thread, and a 64 × 20 PCD-1 update 1.7-2.8× faster at
-two threads on one BLAS thread, on the three CPUs measured (bench/README). At one thread it
-also won MNIST's CD-1 update (784 × 500, batch 100; 1.20×); at two threads the products
-dominate there, torch and NumPy tie (3.50 ms against 3.59 ms) and NumPy on one BLAS thread loses
-eightfold, so torch, the fixed route, is kept. A race would have found the same at a one-time
-cost of about 0.75 s (five scratch copies of the model, three rounds each), three times
-scikit-learn's whole ``fit`` on digits, paid by the first fit of every small model. The rule
-costs nothing and its answers are those the races gave on every machine measured. The NumPy step
-still passes a float64 cross-check against a torch reference first (:meth:`RBMStep.cross_check`).
-
-A tensor set keeps the route it first took for a batch shape for the rest of the process (the
-Trainer may drop to one thread after the first step: re-choosing could switch the arithmetic).
+The route is chosen by a size rule (:meth:`RBMStep.rule`), not a race: a race of whole updates
+would cost more than a small model's whole fit, and the rule gives the races' answers
+(docs/architecture.md, "The rbm_step size rule"). The NumPy step still passes a float64
+cross-check first. A tensor set keeps the route it first took for a batch shape for the rest
+of the process (the Trainer may drop to one thread after the first step: re-choosing could
+switch the arithmetic).
 """
 
 from __future__ import annotations
@@ -42,8 +32,8 @@ from shortrun.speed.rbm_numpy import (
 FAMILY = "rbm_step"
 FIXED = "torch"
 # with more than one thread, below this many multiply-adds per update (visible × hidden ×
-# (batch + chains)) the NumPy step on one BLAS thread runs: 64 × 100 × 20 (scikit-learn's
-# digits example) is 128 k, rbm_digits 192 k, MNIST CD-1 78 M
+# (batch + chains)) the NumPy step on one BLAS thread runs: scikit-learn's digits example is
+# 128 k, rbm_digits 192 k, MNIST CD-1 78 M
 NUMPY_BELOW = 1 << 22
 
 
@@ -60,10 +50,16 @@ def _applies(W: torch.Tensor) -> bool:
             and not (torch.distributed.is_available() and torch.distributed.is_initialized()))
 
 
-def _work(tensors: Tensors, batch: torch.Tensor) -> int:
+def _dims(tensors: Tensors, batch: torch.Tensor) -> tuple[int, int, int, int]:
+    """visible, hidden, batch and negative-phase rows (the chains, or the batch under CD)."""
     chains = tensors[5]
     (nv, nh), n = tensors[0].shape, len(batch)
-    return nv * nh * (n + (len(chains) if chains is not None else n))
+    return nv, nh, n, len(chains) if chains is not None else n
+
+
+def _work(tensors: Tensors, batch: torch.Tensor) -> int:
+    nv, nh, n, n_neg = _dims(tensors, batch)
+    return nv * nh * (n + n_neg)
 
 
 class RBMStep(engine.Family):
@@ -84,10 +80,7 @@ class RBMStep(engine.Family):
     def key(self, tensors, batch, opts) -> str:
         """``rbm_step|dtype|threads=N|visible x hidden x batch x chains (power-of-two
         buckets)|learning-k|centering``."""
-        chains = tensors[5]
-        (nv, nh), n = tensors[0].shape, len(batch)
-        dims = "x".join(str(engine.bucket(d)) for d in
-                        (nv, nh, n, len(chains) if chains is not None else n))
+        dims = "x".join(str(engine.bucket(d)) for d in _dims(tensors, batch))
         return (f"{FAMILY}|{str(tensors[0].dtype).removeprefix('torch.')}|threads="
                 f"{torch.get_num_threads()}|{dims}|{opts.learning}-{opts.k}|"
                 f"{'centered' if opts.centered else 'plain'}")
