@@ -38,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MUTANTS_FILE = Path(__file__).resolve().with_name("mutants.py")
-COPIED = ("src", "tests", "bench", "pyproject.toml")
+COPIED = ("src", "tests", "bench", "docs", "pyproject.toml")
 KILLED, SURVIVED, ERROR = "KILLED", "SURVIVED", "ERROR"
 
 
@@ -77,8 +77,8 @@ def load_mutants(path: Path = MUTANTS_FILE) -> list[Mutant]:
 
 
 def copy_tree(root: Path, dest: Path) -> Path:
-    """``src/``, ``tests/``, ``bench/`` and ``pyproject.toml`` of ``root`` into ``dest`` (no
-    caches)."""
+    """``src/``, ``tests/``, ``bench/``, ``docs/`` (the result-table tests read its pages) and
+    ``pyproject.toml`` of ``root`` into ``dest`` (no caches)."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
     for name in COPIED:
         source = root / name
