@@ -4,7 +4,7 @@
 ``torch.autograd.grad`` on leaf tensors (every Langevin chain step does that), so
 :class:`GraphFlops` keeps its dispatch mode and formula table and drops only the tracker: every
 FLOP is attributed to "Global". oneDNN's linear (``mkldnn._linear_pointwise``, the op
-shortrun's own products may take) has no formula in torch's table, so one is added (2·M·N·K,
+shortrun's MLP pass may take) has no formula in torch's table, so one is added (2·M·N·K,
 the same as ``mm``). Ops that look like products but have no formula are listed in
 :attr:`GraphFlops.uncounted`, so a report can say its count is a lower bound.
 """

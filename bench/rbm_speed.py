@@ -33,7 +33,7 @@ def mnist_binary(n: int) -> np.ndarray:
 
 def matmul_peak(repeats: int, size: int = 2048) -> tuple[float, float, float]:
     """Best GFLOP/s of an fp32 ``size³`` GEMM in NumPy, in PyTorch's ``torch.mm`` and in
-    oneDNN (``mkldnn._linear_pointwise``, the route shortrun's RBM takes; 0 if unavailable)."""
+    oneDNN (``mkldnn._linear_pointwise``; 0 if unavailable)."""
     from shortrun.speed.onednn import onednn_linear, onednn_usable
 
     a = np.random.default_rng(0).random((size, size), dtype=np.float32)

@@ -7,8 +7,8 @@ same thread count, every candidate interleaved in one process (issue 42, "Keep o
 Parts and the families they measure (``shortrun.speed.engine.FAMILIES``):
 
 - ``cd1``: one CD-1 update (``training_step``) at MNIST size (784 × 500, batch 100) and digits
-  size (64 × 64 and 64 × 100, batch 10): ``rbm`` (the products, with the torch step) and
-  ``rbm_step`` (the NumPy step).
+  size (64 × 64 and 64 × 100, batch 10): ``rbm_step`` (the NumPy step against the torch step,
+  whose products are ``torch.addmm``).
 - ``langevin``: one Langevin step of the 2-128-128-1 SiLU ``MLPEnergy`` on 10,000 and 256
   chains: ``mlp``; also the plain autograd step (what remains without ``energy_and_grad``).
 - ``generator``: one posterior-chain step of the ``lebm_mnist`` and ``lebm_svhn`` generators,
@@ -19,10 +19,10 @@ Parts and the families they measure (``shortrun.speed.engine.FAMILIES``):
   by measurement, against the official formulation (bench/lebm_speed.py): how much of the lead
   is the graph and how much the routes.
 
-"plain torch" is every family on plain torch (``SHORTRUN_ROUTE_<FAMILY>`` pins: products by
-``torch.addmm``, the torch step, ``F.linear``, NCHW, the transposed convolution). A candidate
-differs from its baseline in one family. "fixed" is ``train.routes=fixed``; "auto" the routes
-the engine chose in this process from an empty route cache (its race ran under the same load).
+"plain torch" is every family on plain torch (``SHORTRUN_ROUTE_<FAMILY>`` pins: the torch
+step, ``F.linear``, NCHW, the transposed convolution). A candidate differs from its baseline in
+one family. "fixed" is ``train.routes=fixed``; "auto" the routes the engine chose in this
+process from an empty route cache (its race ran under the same load).
 Routes a pin cannot name (``torch@1``, ``onednn@1``, ``numpy@1``) are set by replaying a record
 (``train.routes: RUN_DIR``). Each round runs every candidate once as a block of calls, in an
 order rotated from round to round; a candidate switched by pin or record runs one untimed call
@@ -42,10 +42,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from route_race import BASE, Cand, chosen, others, race, summary, use_routes
+from route_race import BASE, Cand, chosen, others, race, replay_file, summary, use_routes
 
 PARTS = ("cd1", "langevin", "generator", "lebm")
-PLAIN = {"rbm": "torch", "rbm_step": "torch", "mlp": "torch", "conv": "nchw", "deconv": "conv"}
+PLAIN = {"rbm_step": "torch", "mlp": "torch", "conv": "nchw", "deconv": "conv"}
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -107,15 +107,20 @@ def cd1(threads: int, rounds: int, quick: bool) -> list[dict]:
         batches, src = rbm_data(nv, batch, 20)
         auto = Cand("auto", rbm_step_fn(nv, nh, batches))
         use_routes({}, "auto")
-        auto.fn()  # the engine's races: rbm_step, and the products inside the torch step
+        auto.fn()  # the engine's choice of rbm_step (a size rule: nothing is raced)
         cands = [Cand(BASE, rbm_step_fn(nv, nh, batches), pins=dict(PLAIN)),
                  Cand("fixed", rbm_step_fn(nv, nh, batches), policy="fixed")]
-        for fam in ("rbm", "rbm_step"):
-            for name, pins, policy in others(fam, "torch", dict(PLAIN)):
-                cands.append(Cand(f"{fam} {name}", rbm_step_fn(nv, nh, batches), fam,
-                                  pins=pins, policy=policy))
+        # rbm_step is chosen by a size rule, never raced: its candidates are named here (numpy@1
+        # by replaying the key the auto run settled, as a pin cannot name it)
+        seen = chosen("rbm_step|")
+        cands.append(Cand("rbm_step numpy", rbm_step_fn(nv, nh, batches), "rbm_step",
+                          pins={**PLAIN, "rbm_step": "numpy"}))
+        if threads > 1:
+            one = replay_file({k: "numpy@1" for k in seen})
+            cands.append(Cand("rbm_step numpy@1", rbm_step_fn(nv, nh, batches), "rbm_step",
+                              pins={f: r for f, r in PLAIN.items() if f != "rbm_step"},
+                              policy=one))
         cands.append(auto)
-        seen = {**chosen("rbm|"), **chosen("rbm_step|")}
         times = race(cands, rounds, calls)
         out.append(summary(f"CD-1 update {nv}x{nh}, batch {batch} ({src})", threads, cands,
                            times, calls, seen))

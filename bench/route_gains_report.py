@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 
+# "rbm": the products family, removed in issue 42 (its records still render)
 FAMILY_ORDER = ("rbm", "rbm_step", "mlp", "conv", "deconv")
 
 

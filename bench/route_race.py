@@ -84,11 +84,15 @@ def others(family: str, plain: str, pins: dict[str, str]) -> list[tuple[str, dic
 
 
 def chosen(prefix: str) -> dict[str, str]:
-    """Each raced key of this process with ``route (times in µs)``."""
+    """Each settled key of this process with ``route (times in µs, or how it was chosen)``."""
     from shortrun.speed import engine as routes
 
-    return {k: f"{v['name']} ({', '.join(f'{n} {t:g}' for n, t in v.get('us', {}).items())})"
-            for k, v in routes.remembered().items() if k.startswith(prefix)}
+    def how(v: dict) -> str:
+        times = ", ".join(f"{n} {t:g}" for n, t in v.get("us", {}).items())
+        return times or ("size rule" if v.get("rule") else "replayed")
+
+    return {k: f"{v['name']} ({how(v)})" for k, v in routes.remembered().items()
+            if k.startswith(prefix)}
 
 
 def race(cands: list[Cand], rounds: int, calls: int) -> dict[str, list[float]]:

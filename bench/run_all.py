@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> Path:
               f"wall time of the whole run: {wall:.0f} s",
               f"SHORTRUN_AUTHORS_LEBM: {os.environ.get('SHORTRUN_AUTHORS_LEBM') or 'not set'}"]
     chosen = [f"{key}: {entry['name']} (size rule)" if entry.get("rule") else
-              f"{key}: {entry['name']} ({routes.races_of(entry)} race(s); measured µs: "
+              f"{key}: {entry['name']} (measured µs: "
               + ", ".join(f"{k} {v:g}" for k, v in entry.get("us", {}).items()) + ")"
               for key, entry in routes.remembered().items()]
     from shortrun.info import info_lines

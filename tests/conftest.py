@@ -82,7 +82,6 @@ def _pinned_routes(tmp_path_factory, monkeypatch):
     from shortrun.speed import engine as routes
 
     monkeypatch.setenv("SHORTRUN_ROUTE", "onednn")
-    monkeypatch.delenv("SHORTRUN_ROUTE_RBM", raising=False)
     monkeypatch.setenv("SHORTRUN_ROUTE_MLP", "onednn")  # oneDNN from 256 rows, as recorded
     monkeypatch.setenv("SHORTRUN_ROUTE_CONV", "nhwc")  # the LEBM generator's old default
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))

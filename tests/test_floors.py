@@ -52,7 +52,7 @@ FLOORS: dict[str, int] = {
             "independence", "langevin", "mala", "metropolis", "sources", "tempering",
             "adapt", "traced"),
     **rooms(1, "shortrun.energies", "__init__", "conditional", "conv", "mlp", "rbm", "guided"),
-    **rooms(1, "shortrun.speed", "__init__", "engine", "cache", "policy", "onednn", "products",
+    **rooms(1, "shortrun.speed", "__init__", "engine", "cache", "policy", "onednn",
             "mlp", "rbm_numpy", "rbm_step", "layout", "deconv"),
     **rooms(1, "shortrun.objectives", "__init__", "contrastive", "score_matching", "nce",
             "energy_discrepancy"),

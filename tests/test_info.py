@@ -23,8 +23,6 @@ EXPECTED = [
     r"NumPy BLAS: .+",
     r"bf16 native: (yes|no \(needs .+\))",
     r"fp32 GEMM peak \(64³, 1 thread\): torch\.mm \d+ GFLOP/s, .*NumPy \d+ GFLOP/s",
-    r"route rbm \(rbm_digits, 100×64×20\): (torch|onednn|numpy)(@1)? \(.+\)",
-    r"route rbm \(MNIST, 100×784×500\): (torch|onednn|numpy)(@1)? \(.+\)",
     r"route rbm_step \(rbm_digits, PCD-1 centered 64×20, batch 50\): (torch|numpy) \(.+\)",
     r"route rbm_step \(MNIST CD-1, 784×500, batch 100\): (torch|numpy) \(.+\)",
     r"route mlp \(Langevin, 10,000 chains 2→128→128→1\): (torch|onednn|fixed)(@1)? \(.+\)",
@@ -39,7 +37,7 @@ def test_info_prints_every_line(capsys, monkeypatch):
     lines = capsys.readouterr().out.splitlines()
     for pattern in EXPECTED:
         assert any(re.fullmatch(pattern, line) for line in lines), (pattern, lines)
-    for family in ("rbm", "rbm_step", "mlp", "conv"):
+    for family in ("rbm_step", "mlp", "conv"):
         assert any(line.endswith("(pinned)") for line in lines
                    if line.startswith(f"route {family} "))
 
@@ -53,13 +51,12 @@ def test_unpinned_routes_show_what_was_measured(monkeypatch):
     monkeypatch.delenv("SHORTRUN_ROUTE")
     monkeypatch.setattr(routes, "measure", lambda name, fn: 2.0 if name == "torch" else 1.0)
     monkeypatch.delenv("SHORTRUN_ROUTE_MLP")
-    lines = info.rbm_routes() + info.mlp_routes()
+    lines = info.mlp_routes()
     assert all(re.search(r"\(measured (\S+ [\d.e+]+ µs, )*torch 2e\+06 µs", s) for s in lines)
 
 
 def test_the_rbm_step_line_shows_the_size_rules_choice(monkeypatch):
     monkeypatch.delenv("SHORTRUN_ROUTE")
-    monkeypatch.setenv("SHORTRUN_ROUTE_RBM", "onednn")
     monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("rbm_step was timed"))
     assert info.rbm_step_routes() == [
         "route rbm_step (rbm_digits, PCD-1 centered 64×20, batch 50): numpy (size rule)",

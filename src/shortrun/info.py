@@ -3,8 +3,7 @@
 Prints the CPU model and the flags the GEMM kernels dispatch on, torch's threads, torch's and
 NumPy's BLAS builds, a measured float32 GEMM peak (a 1024³ product through ``torch.mm``,
 oneDNN and NumPy, best of a few; about a second), whether bf16 is native (and its oneDNN peak
-where it is), and the route each family takes here (rbm, rbm_step, mlp, conv, deconv; issue
-16, deliverable 1).
+where it is), and the route each family takes here (rbm_step, mlp, conv, deconv).
 """
 
 from __future__ import annotations
@@ -18,13 +17,12 @@ import numpy as np
 import torch
 
 from shortrun import hardware
-from shortrun.speed import cache, products
+from shortrun.speed import cache
 from shortrun.speed import engine as routes
 from shortrun.speed.onednn import onednn_linear, onednn_linear_works
+from shortrun.speed.rbm_numpy import match_blas_threads
 
 PEAK_N = 1024
-# the RBM products a recipe runs: (label, batch, visible, hidden)
-RBM_SHAPES = (("rbm_digits, 100×64×20", 100, 64, 20), ("MNIST, 100×784×500", 100, 784, 500))
 # the binary RBM's whole update (rbm_step): (label, visible, hidden, batch, options)
 RBM_STEP_SHAPES = (("rbm_digits, PCD-1 centered 64×20, batch 50", 64, 20, 50,
                     dict(learning="pcd", centering=True, momentum=0.5, n_chains=100)),
@@ -98,17 +96,6 @@ def _how(family: str, key: str) -> str:
     if entry and "us" in entry:
         return "measured " + ", ".join(f"{k} {t:g} µs" for k, t in entry["us"].items())
     return "the only candidate"
-
-
-def rbm_routes() -> list[str]:
-    """The route the RBM's hidden-unit product takes for each shape, and what was measured."""
-    lines = []
-    for label, batch, n_vis, n_hid in RBM_SHAPES:
-        v, W, c = torch.rand(batch, n_vis).round(), torch.randn(n_vis, n_hid), torch.randn(n_hid)
-        name = products.route_for(v, W, c)
-        how = _how(products.FAMILY, products.PRODUCTS.key(v, W, c) or "")
-        lines.append(f"route rbm ({label}): {name} ({how})")
-    return lines
 
 
 def rbm_step_routes() -> list[str]:
@@ -192,7 +179,7 @@ def info_lines() -> list[str]:
     """Everything ``shortrun info`` prints, one ``name: value`` line each."""
     from shortrun.version import __version__
 
-    products.match_blas_threads()  # NumPy's pool at torch's count, as in training
+    match_blas_threads()  # NumPy's pool at torch's count, as in training
     n = torch.get_num_threads()
     threads = f"{n} thread{'s' if n != 1 else ''}"
     flags = hardware.cpu_flags()
@@ -222,7 +209,7 @@ def info_lines() -> list[str]:
     if "oneDNN bf16" in peaks:
         lines.append(f"bf16 GEMM peak ({PEAK_N}³, {threads}): "
                      f"oneDNN {peaks['oneDNN bf16']:.0f} GFLOP/s")
-    lines += rbm_routes() + rbm_step_routes() + mlp_routes() + conv_routes() + deconv_routes()
+    lines += rbm_step_routes() + mlp_routes() + conv_routes() + deconv_routes()
     pins = ", ".join(f"SHORTRUN_ROUTE_{f.upper()}={'|'.join(r)}"
                      for f, r in routes.FAMILIES.items())
     lines += [f"route cache: {cache.cache_path()} (safe to delete; {pins} pin one family; "

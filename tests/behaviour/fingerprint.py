@@ -114,8 +114,8 @@ def fingerprint_state(state: dict[str, torch.Tensor]) -> dict:
 
 @contextmanager
 def old_product_route():
-    """The RBM products by the route they took when the record was made (oneDNN when usable,
-    else the fixed order), not by a timing that may pick another summation order (issue 16)."""
+    """Every family pinned by ``SHORTRUN_ROUTE=onednn`` (the MLP pass by its fixed rule, the
+    others on their fixed routes), not by a timing that may pick another summation order."""
     from shortrun.speed import engine as routes
 
     before = os.environ.get("SHORTRUN_ROUTE")
@@ -148,7 +148,7 @@ def fixed_routes():
 
 def run_recipe(recipe: str, fixed: bool = False) -> dict:
     """Train ``recipe`` for ``STEPS`` steps at the tiny size; fingerprint the model state.
-    ``fixed``: under ``train.routes=fixed`` instead of the pinned products."""
+    ``fixed``: under ``train.routes=fixed`` instead of the pinned routes."""
     from shortrun.train.config import resolve
     from shortrun.train.trainer import Trainer
 

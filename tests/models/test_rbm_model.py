@@ -78,6 +78,7 @@ def test_bf16_precision_keeps_the_update_to_bf16_rounding(tmp_path, mkldnn_enabl
     with t.autocast():
         pos16 = hidden_state(model.params(), v)
         model.write_gradients(pos16, neg)
+    assert pos16.h_prob.dtype == torch.float32  # the products come back in float32
     assert model.W.grad.dtype == torch.float32 and not torch.equal(model.W.grad, fp32)
     scale = fp32.abs().max()
     assert (model.W.grad - fp32).abs().max() <= 2 ** -6 * scale

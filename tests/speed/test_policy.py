@@ -47,7 +47,7 @@ def test_fixed_pins_every_family_to_its_fixed_route_and_auto_pins_none():
 def test_an_environment_pin_still_wins_over_the_policy(monkeypatch):
     monkeypatch.setenv("SHORTRUN_ROUTE_MLP", "torch")
     route_policy.use("fixed")
-    assert routes.pinned_route("mlp") == "torch" and routes.pinned_route("rbm") == routes.FIXED
+    assert routes.pinned_route("mlp") == "torch" and routes.pinned_route("rbm_step") == routes.FIXED
 
 
 @pytest.mark.parametrize("value, says", [
@@ -88,7 +88,8 @@ def routes_of(run_dir: Path) -> dict:
 
 
 def test_fixed_computes_the_recorded_fingerprint_without_any_pin(tmp_path, monkeypatch):
-    """``rbm_digits`` exercises two families (the RBM products and the whole NumPy step)."""
+    """``rbm_digits`` exercises the whole-update family (``rbm_step``) and the RBM's
+    products, plain ``torch.addmm`` whatever the policy."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     got = train("rbm_digits", tmp_path / "run", "train.routes=fixed")
     record = json.loads(RECORD.read_text())
@@ -114,7 +115,7 @@ def test_a_run_replayed_from_its_provenance_computes_the_same_bits(tmp_path, mon
         again = train("rbm_digits", tmp_path / "b", f"train.routes={tmp_path / 'a'}")
     assert again["exact"] == first["exact"]
     replayed = routes_of(tmp_path / "b")
-    # the routes the step used are replayed; the first run also timed the products of the
-    # scratch copies that chose its step route, which a replay never runs
+    # the routes the step used are replayed (the record may hold more: a replay settles only
+    # the keys it meets)
     assert replayed["policy"] == "replay" and replayed["chosen"]
     assert replayed["chosen"].items() <= recorded["chosen"].items()

@@ -189,7 +189,6 @@ def test_bf16_autocast_takes_the_torch_step():
 @pytest.fixture
 def unpinned(monkeypatch):
     monkeypatch.delenv("SHORTRUN_ROUTE")
-    monkeypatch.setenv("SHORTRUN_ROUTE_RBM", "onednn")  # the products stay as they were
     monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("rbm_step was timed"))
 
 

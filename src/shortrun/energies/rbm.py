@@ -22,10 +22,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from shortrun.speed.products import affine
-
 Beta = float | torch.Tensor
 UNIFORM_NUMPY_FROM = 1 << 15  # draws of this many numbers or more come from NumPy's PCG64
+
+
+def affine(x: torch.Tensor, W: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``bias + x @ W`` by ``torch.addmm``. Under CPU bf16 autocast the product runs in bfloat16
+    and comes back in the bias's dtype, so chains, statistics and gradients stay float32."""
+    return torch.addmm(bias, x, W).to(bias.dtype)
 
 
 def uniform(shape: torch.Size | tuple[int, ...], like: torch.Tensor,

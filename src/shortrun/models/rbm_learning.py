@@ -38,7 +38,6 @@ from shortrun.samplers.gibbs import GibbsState, block_gibbs, hidden_state
 from shortrun.samplers.sources import DataSource, PersistentChains, TemperedChains
 from shortrun.samplers.tempering import beta_ladder, tempering_step
 from shortrun.speed import rbm_step
-from shortrun.speed.products import gemm, match_blas_threads
 
 
 @dataclass
@@ -207,7 +206,7 @@ class RBMBase(Model):
         # BLAS in its efficient regime)
         x = torch.cat([xd, xm])
         h = torch.cat([hd * (-1.0 / nd), hm * (1.0 / nm)])
-        self.W.grad = gemm(x.t(), h)
+        self.W.grad = (x.t() @ h).to(self.W.dtype)  # float32 under bf16 autocast too
         self.b.grad = bm.mean(0) - bd.mean(0)
         self.c.grad = hm.mean(0) - hd.mean(0)
         self.extra_grads(pos, neg)
@@ -239,7 +238,6 @@ class RBMBase(Model):
 
     def _torch_step(self, batch, optimizers):
         m = self.options
-        match_blas_threads()
         with torch.no_grad():
             v = batch.reshape(len(batch), -1)
             self._step_params = self.params()

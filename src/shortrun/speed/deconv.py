@@ -131,9 +131,9 @@ def _layout(t: torch.Tensor) -> str:
 
 class Deconv(engine.Family):
     """The ``deconv`` family: a generator's first or last layer by the convolution or by the
-    product it is (module docstring). Not watched: each layer keeps its choice per shape."""
+    product it is (module docstring); each layer keeps its choice per shape."""
 
-    name, routes, impls, watch = FAMILY, engine.FAMILIES[FAMILY], IMPLS, False
+    name, routes, impls = FAMILY, engine.FAMILIES[FAMILY], IMPLS
 
     def candidates(self, layer, x) -> list[str]:
         return ["conv", layer.FAST] if applies(layer, x) else ["conv"]

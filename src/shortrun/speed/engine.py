@@ -1,8 +1,7 @@
 """The one engine that runs every route family: a :class:`Family` declares its candidates, a
-float64 cross-check, a shape key and its fixed route; :func:`settle` decides among them and
-:class:`Chosen` runs (and, for a ``watch`` family, re-times) the choice. The order of the
-decision, the race and the watch are described in docs/architecture.md, "Routes chosen by
-measurement".
+float64 cross-check, a shape key and its fixed route; :func:`settle` decides among them once
+per shape and :class:`Chosen` runs the choice, never re-timed. The order of the decision and the
+race are described in docs/architecture.md, "Routes chosen by measurement".
 """
 
 from __future__ import annotations
@@ -21,24 +20,17 @@ T = TypeVar("T")
 REPEATS = 5
 BUDGET_S = 0.05  # per candidate and block: stop repeating once it has used this much
 ROUNDS = 3  # interleaved rounds: a burst of a neighbour's load can slow one block severalfold
-SETTLE_S = 0.3  # rest before timing another thread pool's candidates
 THREAD_MARGIN = 1.25  # a multi-thread candidate must be this much faster than one thread
-SAMPLE_EVERY = 64  # a watched route times one call in this many
-SLOW_FACTOR = 3.0  # a sampled call this many times over the recorded time is slow ...
-SLOW_SAMPLES = 3  # ... and this many slow samples in a row trigger one re-measurement
-CONFIRM_AFTER = 4 * SAMPLE_EVERY  # a provisional route races once more at this call ...
-RACES = 2  # ... until its entry merges this many races
 FIXED = "fixed"  # pinned_route's answer for a family the global pin names no route of
 # every family and the routes a pin may name (a pin's error lists them all, whichever
 # families this process has imported)
-FAMILIES: dict[str, tuple[str, ...]] = {"rbm": ("torch", "onednn", "numpy"),
-                                        "mlp": ("torch", "onednn"),
+FAMILIES: dict[str, tuple[str, ...]] = {"mlp": ("torch", "onednn"),
                                         "conv": ("nchw", "nhwc"),
                                         "deconv": ("conv", "fold", "gemm"),
                                         "rbm_step": ("torch", "numpy")}
 
 MEMO: dict[tuple, Chosen] = {}  # per-call memo of the routed families: one dict lookup
-_memory: dict[str, dict] = {}  # key -> {"name", "us", "races"} or {"name", "rule"}: this process
+_memory: dict[str, dict] = {}  # key -> {"name", "us"} or {"name", "rule"}: this process
 _checked: dict[tuple, bool] = {}  # (family, check key) -> the cross-check's verdict
 
 
@@ -46,13 +38,11 @@ class Family:
     """What a route family declares; the engine (:func:`settle`) does the rest.
 
     ``name``: cache keys and ``SHORTRUN_ROUTE_<NAME>``; ``routes``: the names a pin may use;
-    ``impls``: every route by name (``route@1``: at one thread); ``watch``: whether a chosen
-    route may be re-timed on live calls (False where a call cannot be repeated)."""
+    ``impls``: every route by name (``route@1``: at one thread)."""
 
     name: str = ""
     routes: tuple[str, ...] = ()
     impls: dict[str, Callable[..., Any]] = {}
-    watch: bool = True
     pin_as: dict[str, str] = {}  # a pinned name run by another impl (mlp: onednn -> fixed)
 
     def candidates(self, *args: Any) -> list[str]:
@@ -127,13 +117,12 @@ def settle(family: Family, *args: Any) -> Chosen:
     if len(names) < 2:  # nothing to choose
         return Chosen(names[0] if names else family.fixed(*args), family.impls)
     if policy.recorded(key) in names:
-        return Chosen(choose(key, dict.fromkeys(names)), family.impls, key, watch=False)
+        return Chosen(choose(key, dict.fromkeys(names)), family.impls, key)
     rule = family.rule(*args)
     if rule in names:
         _memory[key] = {"name": rule, "rule": True}
-        return Chosen(rule, family.impls, key, watch=False)
-    name = choose(key, {n: family.trial(n, *args) for n in names})
-    return Chosen(name, family.impls, key, watch=family.watch and len(names) > 1)
+        return Chosen(rule, family.impls, key)
+    return Chosen(choose(key, {n: family.trial(n, *args) for n in names}), family.impls, key)
 
 
 def route(family: Family, memo_key: tuple, *args: Any) -> Chosen:
@@ -233,111 +222,36 @@ def choose(key: str, trials: dict[str, Callable[[], object] | None]) -> str:
     return race(key, trials)  # type: ignore[arg-type]
 
 
-def thread_pool(name: str) -> str:
-    """Candidate ``name``'s thread pool: NumPy's BLAS (``numpy...``) or torch's."""
-    return "blas" if name.startswith("numpy") else "torch"
-
-
-def race(key: str, trials: dict[str, Callable[[], object]], previous: dict | None = None) -> str:
-    """Time every trial in :data:`ROUNDS` interleaved rounds, pool by pool; keep the fastest by
-    its median block (:func:`pick`). With ``previous`` (an earlier race's entry) each keeps the
-    lower of its two times and the entry counts one race more."""
-    pools: dict[str, list[str]] = {}
-    for name in trials:
-        pools.setdefault(thread_pool(name), []).append(name)
-    settle_first = len(pools) > 1 and torch.get_num_threads() > 1
+def race(key: str, trials: dict[str, Callable[[], object]]) -> str:
+    """Time every trial in :data:`ROUNDS` interleaved rounds; keep the fastest by its median
+    block (:func:`pick`), in memory and in the cache file."""
     blocks: dict[str, list[float]] = {name: [] for name in trials}
-    for names in pools.values():
-        if settle_first:
-            time.sleep(SETTLE_S)
-        for _ in range(ROUNDS):
-            for name in names:
-                blocks[name].append(measure(name, trials[name]))
+    for _ in range(ROUNDS):
+        for name, trial in trials.items():
+            blocks[name].append(measure(name, trial))
     times = {name: sorted(ts)[(len(ts) - 1) // 2] for name, ts in blocks.items()}
-    races = 1
-    if previous is not None:
-        before = previous.get("us", {})
-        times = {n: min(t, before[n] / 1e6) if isinstance(before.get(n), (int, float)) else t
-                 for n, t in times.items()}
-        races += races_of(previous)
     best = pick(times)
-    entry = {"name": best, "us": {n: round(t * 1e6, 1) for n, t in times.items()},
-             "races": races}
+    entry = {"name": best, "us": {n: round(t * 1e6, 1) for n, t in times.items()}}
     _memory[key] = entry
     cache.store(key, entry)
     return best
 
 
-def races_of(entry: dict | None) -> int:
-    """How many races an entry's times merge (1 for an entry without a valid count)."""
-    races = (entry or {}).get("races", 1)
-    return races if isinstance(races, int) and races > 0 else 1
-
-
-def recorded_seconds(key: str) -> float | None:
-    """The measured time of ``key``'s chosen route (None when it was not measured)."""
-    entry = _memory.get(key)
-    try:
-        return float(entry["us"][entry["name"]]) / 1e6  # type: ignore[index]
-    except (TypeError, KeyError, ValueError):
-        return None
-
-
 class Chosen:
     """The route a call settled on: ``chosen(*args)`` runs ``impls[name]``. ``key`` is set when
-    the route was decided here rather than pinned or fixed. A ``watch`` route with a measured
-    time samples calls (:meth:`observe`) and, while provisional, races again (:meth:`confirm`);
-    every route it may switch to passed the same cross-check."""
+    the route was decided here rather than pinned or fixed; ``calls`` tells the Trainer which
+    routes a step used. Never re-timed: a route that changed mid-run would make the run's
+    arithmetic depend on its neighbours' load (docs/architecture.md)."""
 
-    __slots__ = ("name", "fn", "impls", "key", "expected", "calls", "slow", "remeasured",
-                 "provisional")
+    __slots__ = ("name", "fn", "key", "calls")
 
     def __init__(self, name: str, impls: dict[str, Callable[..., object]],
-                 key: str | None = None, watch: bool = True) -> None:
-        self.name, self.fn, self.impls, self.key = name, impls[name], impls, key
-        self.expected = recorded_seconds(key) if key is not None and watch else None
-        self.calls, self.slow, self.remeasured = 0, 0, False
-        self.provisional = (self.expected is not None
-                            and races_of(_memory.get(key)) < RACES)  # type: ignore[arg-type]
+                 key: str | None = None) -> None:
+        self.name, self.fn, self.key, self.calls = name, impls[name], key, 0
 
     def __call__(self, *args: object) -> object:
-        self.calls += 1  # also tells the Trainer which routes a step used
-        if self.expected is None or self.calls % SAMPLE_EVERY:
-            return self.fn(*args)
-        if self.provisional and self.calls >= CONFIRM_AFTER:
-            self.confirm(args)
-            return self.fn(*args)
-        t0 = time.perf_counter()
-        out = self.fn(*args)
-        self.observe(time.perf_counter() - t0, args)
-        return out
-
-    def _trials(self, args: tuple) -> dict[str, Callable[[], object]]:
-        names = _memory.get(self.key, {}).get("us", {}) or self.impls  # type: ignore[arg-type]
-        return {n: (lambda f=self.impls[n]: f(*args)) for n in names if n in self.impls}
-
-    def observe(self, seconds: float, args: tuple) -> None:
-        """Count a sampled call's time; re-race after :data:`SLOW_SAMPLES` slow ones in a row."""
-        assert self.expected is not None and self.key is not None
-        self.slow = self.slow + 1 if seconds > SLOW_FACTOR * self.expected else 0
-        if self.slow < SLOW_SAMPLES:
-            return
-        self.name = race(self.key, self._trials(args))
-        self.fn = self.impls[self.name]
-        self.expected, self.remeasured = None, True  # once per process: no re-measure loops
-
-    def confirm(self, args: tuple) -> None:
-        """Race once more on ``args``, merging the first race's times; when another route of
-        the same key settled the entry first, take its choice instead of a third race."""
-        assert self.key is not None
-        self.provisional = False
-        entry = _memory.get(self.key)
-        if races_of(entry) >= RACES and entry["name"] in self.impls:  # type: ignore[index]
-            self.name = entry["name"]  # type: ignore[index]
-        else:
-            self.name = race(self.key, self._trials(args), previous=entry)
-        self.fn = self.impls[self.name]
-        self.expected = recorded_seconds(self.key)
+        self.calls += 1
+        return self.fn(*args)
 
 
 def remembered() -> dict[str, dict]:

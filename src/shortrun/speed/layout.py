@@ -69,9 +69,9 @@ def layout_works(net: nn.Module, z: torch.Tensor, layout: str) -> bool:
 
 class Layout(engine.Family):
     """The ``conv`` family: ``(net, z, label)`` -> ``nchw`` or ``nhwc`` (module docstring);
-    ``label`` names the network in the cache key. Not watched: a layout is settled once."""
+    ``label`` names the network in the cache key."""
 
-    name, routes, watch = FAMILY, engine.FAMILIES[FAMILY], False
+    name, routes = FAMILY, engine.FAMILIES[FAMILY]
     impls = {name: (lambda *a, name=name: name) for name in FORMATS}
 
     def candidates(self, net, z, label) -> list[str]:

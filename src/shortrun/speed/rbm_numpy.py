@@ -8,7 +8,8 @@ same Gibbs sweeps (Hinton 2002, Eq. 5) drawing the *same* uniforms from torch's 
 order (:func:`shortrun.energies.rbm.uniform`), the same gradient and update. σ and softplus
 are torch's own kernels run on NumPy memory; only the products' summation order differs.
 The optimiser's update is :func:`numpy_sgd` for one that declares ``numpy_form``, else its own
-``step()``.
+``step()``. :func:`match_blas_threads` caps NumPy's BLAS pool at torch's thread count,
+process-wide, so the two pools do not spin against each other.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import numpy as np
 import torch
 
 from shortrun.energies.rbm import UNIFORM_NUMPY_FROM, uniform
-from shortrun.speed.products import match_blas_threads
 
 if TYPE_CHECKING:
     from shortrun.energies.rbm import BernoulliRBMParams
@@ -40,6 +40,21 @@ class StepOptions(NamedTuple):
 # None when not centered) and the persistent chains (None under CD)
 Tensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | None",
                 "torch.Tensor | None", "torch.Tensor | None"]
+
+
+_blas_threads: int | None = None
+
+
+def match_blas_threads(threads: int | None = None) -> None:
+    """Give NumPy's BLAS torch's thread count (``train.threads``), or ``threads``, once per
+    change: a process-wide cap (threadpoolctl) on every NumPy BLAS call the step makes."""
+    global _blas_threads
+    n = threads or torch.get_num_threads()
+    if n != _blas_threads:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(n, user_api="blas")
+        _blas_threads = n
 
 
 def _sigmoid_into(src: torch.Tensor, out: torch.Tensor) -> None:

@@ -66,7 +66,7 @@ class RBMStep(engine.Family):
     """``(tensors, batch, options)`` -> ``torch``, ``numpy`` or ``numpy@1`` (module
     docstring). ``numpy`` runs NumPy's BLAS at torch's thread count, ``numpy@1`` at one."""
 
-    name, routes, watch = FAMILY, engine.FAMILIES[FAMILY], False
+    name, routes = FAMILY, engine.FAMILIES[FAMILY]
     impls = {"torch": lambda *a: None, "numpy": _numpy_on(None), "numpy@1": _numpy_on(1)}
 
     def candidates(self, tensors, batch, opts) -> list[str]:
