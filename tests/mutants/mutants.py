@@ -1115,8 +1115,8 @@ MUTANTS = [
     # ---------------------------------------------------------------- issue 42 speed wing:
     # the one engine's decisions (tests/speed/test_engine.py's toy family) and the size rule
     dict(id="engine_cross_check_skipped", file=SR + "speed/engine.py",
-         original="names = [n for n in family.racers(names, *args) if passes(family, n, *args)]",
-         replacement="names = family.racers(names, *args)",
+         original="names = [n for n in names if passes(family, n, *args)]",
+         replacement="names = list(names)",
          tests=[ENGINE + "test_the_cross_check_rejects_a_wrong_candidate_however_fast"],
          why="a candidate that computes the wrong numbers may win the race"),
     dict(id="engine_failing_check_passes", file=SR + "speed/engine.py",

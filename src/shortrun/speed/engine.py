@@ -65,10 +65,6 @@ class Family:
         """Whether ``route`` agrees with a float64 reference to the dtype's rounding."""
         raise NotImplementedError
 
-    def racers(self, names: list[str], *args: Any) -> list[str]:
-        """The candidates a race may choose among (default: all that passed the check)."""
-        return names
-
     def rule(self, *args: Any) -> str | None:
         """A route chosen by size, without timing (None: race the candidates)."""
         return None
@@ -113,7 +109,7 @@ def settle(family: Family, *args: Any) -> Chosen:
     key = family.key(*args)
     if key is None:
         return Chosen(family.fixed(*args), family.impls)
-    names = [n for n in family.racers(names, *args) if passes(family, n, *args)]
+    names = [n for n in names if passes(family, n, *args)]
     if len(names) < 2:  # nothing to choose
         return Chosen(names[0] if names else family.fixed(*args), family.impls)
     if policy.recorded(key) in names:

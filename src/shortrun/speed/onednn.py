@@ -27,7 +27,7 @@ def _probe(dtype: torch.dtype) -> bool:
     xd, wd = x.to(dtype), w.to(dtype)
     bias = b if dtype == torch.float32 else None  # the bf16 route adds the bias in float32
     out = _pointwise(xd, wd, bias)
-    out_t = _pointwise(xd, wd.t().contiguous().t(), None)  # a transposed weight, as the RBM
+    out_t = _pointwise(xd, wd.t().contiguous().t(), None)  # a transposed view of the weight
     ref = F.linear(xd.double(), wd.double(), b.double() if bias is not None else None)
     ref_t = xd.double() @ wd.double().t()
     tol = 1e-5 if dtype == torch.float32 else 2e-2  # bf16 rounds its output to 8 bits
