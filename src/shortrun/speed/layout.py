@@ -1,10 +1,10 @@
 """The ``conv`` family: the LEBM generator's memory layout, NCHW or NHWC.
 
 NHWC lets oneDNN pick faster transposed-convolution kernels on some CPUs, but not on every
-machine, thread count or batch size (bench/README.md, "Route gains per family"). With
-``model.channels_last: auto`` the generator settles its layout at its first forward pass on
-CPU by timing one posterior-chain step (:func:`chain_step`) in each layout, after a float64
-cross-check (:func:`layout_works`); ``true|false`` pins it; the fixed route is NHWC.
+machine, thread count or batch size (bench/README.md, "Route gains per family"). The generator
+takes its layout and never measures: ``model.channels_last: auto`` is settled before the first
+chain step (:func:`settle_layouts`) on CPU by timing one posterior-chain step (:func:`chain_step`)
+in each layout, after a float64 cross-check (:func:`layout_works`); the fixed route is NHWC.
 """
 
 from __future__ import annotations
@@ -105,7 +105,10 @@ class Layout(engine.Family):
 LAYOUT = Layout()
 
 
-def layout_for(net: nn.Module, z: torch.Tensor, label: str) -> str:
-    """``nchw`` or ``nhwc`` for ``net`` fed latents like ``z`` (``(B, nz, 1, 1)``): pinned,
-    cached or measured now (module docstring)."""
-    return engine.settle(LAYOUT, net, z, label).name
+def settle_layouts(model: nn.Module, batch_size: int) -> None:
+    """Hand each generator in ``model`` left at ``auto`` (``layout`` None) its layout for
+    ``batch_size`` latents, pinned, cached or measured now (by the Trainer, by loading a run)."""
+    for g in model.modules():
+        if getattr(g, "layout", "") is None:
+            z = next(g.parameters()).new_zeros(batch_size, g.nz, 1, 1)
+            g.set_layout(engine.settle(LAYOUT, g.net, z, f"{g.kind}-nz{g.nz}-ngf{g.ngf}").name)
