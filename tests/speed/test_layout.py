@@ -38,6 +38,21 @@ def test_each_layout_agrees_with_the_float64_step(layout):
     assert conv_routes.layout_works(g.net, z.double(), layout)
 
 
+def test_a_layout_whose_kernel_fails_is_no_route(unpinned, monkeypatch):
+    real = conv_routes._copy_in
+
+    def broken(net, layout, dtype):
+        if layout == "nchw" and dtype == torch.float32:
+            raise RuntimeError("no kernel for this layout")
+        return real(net, layout, dtype)
+
+    monkeypatch.setattr(conv_routes, "_copy_in", broken)
+    monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("timed"))
+    g = _generator()
+    conv_routes.settle_layouts(g, 3)
+    assert g.layout == "nhwc"  # the one route left: taken without a race
+
+
 @pytest.mark.parametrize("winner", ["nchw", "nhwc"])
 def test_auto_is_measured_once_by_settle_layouts_and_kept(winner, unpinned, monkeypatch):
     calls: list[str] = []

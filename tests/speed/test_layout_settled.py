@@ -13,6 +13,7 @@ import torch
 import shortrun
 from shortrun.models.lebm_nets import Generator, PriorTilt
 from shortrun.speed import engine as routes
+from shortrun.speed import policy
 
 NZ = 4
 
@@ -26,7 +27,8 @@ def nchw_wins(monkeypatch):
     timed: list[str] = []
     monkeypatch.setattr(routes, "measure",
                         lambda name, fn: (timed.append(name), 0.0 if name == "nchw" else 1.0)[1])
-    return timed
+    yield timed
+    policy.use("auto")  # train.routes sets the process's policy
 
 
 def _lebm() -> tuple[shortrun.LEBM, list[str | None]]:

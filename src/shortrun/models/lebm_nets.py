@@ -65,11 +65,9 @@ def pick_generator(kind: str, shape: tuple[int, ...]) -> str:
 class Generator(nn.Module):
     """``g_β(z)``: ``(B, nz)`` → ``(B, C, H, W)`` in [-1, 1].
 
-    ``channels_last``: True (or ``"nhwc"``) runs the convolutions in NHWC, False (``"nchw"``)
-    in NCHW; ``"auto"`` leaves
-    the layout to the caller (``set_layout``; :func:`shortrun.speed.layout.settle_layouts`
-    measures it), NCHW until then. The generator never measures; the arithmetic is the same up
-    to float rounding."""
+    ``channels_last``: True/``"nhwc"`` runs the convolutions in NHWC, False/``"nchw"`` in NCHW
+    (the same arithmetic up to rounding); ``"auto"``: NCHW until handed a layout by ``set_layout``
+    (:func:`shortrun.speed.layout.settle_layouts` measures it). The generator never measures."""
 
     def __init__(self, kind: str, nz: int, ngf: int, channels_last: bool | str = False) -> None:
         super().__init__()
