@@ -1229,8 +1229,8 @@ MUTANTS = [
          tests=[T + "speed/test_layout_settled.py::test_a_loaded_recipe_run_is_handed_its_layout"],
          why="shortrun sample/eval run a loaded generator in NCHW whatever the run chose"),
     dict(id="layout_settles_a_given_layout", file=SR + "speed/layout.py",
-         original='if getattr(g, "layout", "") is None:',
-         replacement='if hasattr(g, "set_layout"):',
+         original='if getattr(m, "layout", "") is None]',
+         replacement='if hasattr(m, "set_layout")]',
          tests=[T + "speed/test_layout.py::test_true_and_false_pin_the_layout_without_timing"],
          why="channels_last true/false is overridden by a measurement"),
 ]

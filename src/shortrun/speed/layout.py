@@ -47,7 +47,7 @@ def _probe(shape: tuple[int, ...], batch: int, layout: str, dtype: torch.dtype,
 
 def layout_works(net: nn.Module, z: torch.Tensor, layout: str) -> bool:
     """The float64 cross-check: :func:`chain_step` in ``layout`` and ``z``'s dtype, on two
-    latents, agrees with the float64 NCHW step to the dtype's rounding."""
+    latents, agrees with the float64 NCHW step to the dtype's rounding (a kernel error fails it)."""
     zl = _probe(tuple(z.shape), 2, layout, z.dtype, seed=1)
     tol = 1e-4 if z.dtype == torch.float32 else 1e-10
     # the first and last layers' own routes have their own float64 check (deconv); here
@@ -57,7 +57,6 @@ def layout_works(net: nn.Module, z: torch.Tensor, layout: str) -> bool:
         with torch.no_grad():
             target = ref_net(zl.double()).mul_(0.5)  # an image the latents do not make exactly
         ref = chain_step(ref_net, zl.double(), target)
-        # a kernel that fails in any way fails the check (engine.passes): then it is no route
         got = chain_step(_copy_in(net, layout, z.dtype), zl,
                          target.to(z.dtype).contiguous(memory_format=FORMATS[layout]))
     return got.dtype == z.dtype and torch.allclose(
@@ -105,7 +104,6 @@ LAYOUT = Layout()
 def settle_layouts(model: nn.Module, batch_size: int) -> None:
     """Hand each generator in ``model`` left at ``auto`` (``layout`` None) its layout for
     ``batch_size`` latents, pinned, cached or measured now (by the Trainer, by loading a run)."""
-    for g in model.modules():
-        if getattr(g, "layout", "") is None:
-            z = next(g.parameters()).new_zeros(batch_size, g.nz, 1, 1)
-            g.set_layout(engine.settle(LAYOUT, g.net, z, f"{g.kind}-nz{g.nz}-ngf{g.ngf}").name)
+    for g in [m for m in model.modules() if getattr(m, "layout", "") is None]:
+        z = next(g.parameters()).new_zeros(batch_size, g.nz, 1, 1)
+        g.set_layout(engine.settle(LAYOUT, g.net, z, f"{g.kind}-nz{g.nz}-ngf{g.ngf}").name)
