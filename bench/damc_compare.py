@@ -50,6 +50,7 @@ from shortrun.data.registry import load_data
 from shortrun.hardware import cpu_flags, cpu_model, cpu_signature
 from shortrun.models.base import OptimOptions
 from shortrun.models.registry import build_model
+from shortrun.speed.layout import settle_layouts
 from shortrun.train.config import resolve
 
 TASKS = {"generation": {"langevin": "lebm_mnist", "damc": "damc_mnist"},
@@ -66,6 +67,7 @@ def seconds_per_iteration(recipe: str, overrides: list[str], n: int, threads: in
     model = build_model(cfg, data.info)
     opts = model.configure_training(OptimOptions.from_train(cfg.train))
     bs = cfg.train.batch_size
+    settle_layouts(model, bs)  # channels_last: auto, as the Trainer settles it
     model.training_step(data.train[:bs], 0, opts)
     start = time.perf_counter()
     for k in range(1, n + 1):

@@ -17,6 +17,7 @@ from shortrun.data.registry import load_data
 from shortrun.hardware import cpu_model
 from shortrun.models.base import OptimOptions
 from shortrun.models.registry import build_model
+from shortrun.speed.layout import settle_layouts
 from shortrun.train.config import resolve
 
 
@@ -34,6 +35,7 @@ def main() -> None:
     m = build_model(cfg, data.info)
     opts = m.configure_training(OptimOptions.from_train(cfg.train))
     x = data.train[: cfg.train.batch_size]
+    settle_layouts(m, len(x))  # channels_last: auto, as the Trainer settles it
     m.training_step(x, 0, opts)
 
     def timed(fn):

@@ -20,6 +20,7 @@ from shortrun.data.registry import load_data
 from shortrun.hardware import cpu_model, cpu_signature
 from shortrun.models.base import OptimOptions
 from shortrun.models.registry import build_model
+from shortrun.speed.layout import settle_layouts
 from shortrun.train.config import resolve
 
 RECIPES = ("lebm_mnist", "damc_mnist_short", "ed_lebm_mnist")
@@ -42,6 +43,7 @@ def main() -> None:
         model = build_model(cfg, data.info)
         opts = model.configure_training(OptimOptions.from_train(cfg.train))
         bs = cfg.train.batch_size
+        settle_layouts(model, bs)  # channels_last: auto, as the Trainer settles it
         model.training_step(data.train[:bs], 0, opts)  # warm-up (and route measurements)
         setups[recipe] = (model, opts, bs)
     cpu = dict.fromkeys(RECIPES, 0.0)

@@ -23,6 +23,7 @@ from shortrun.hardware import cpu_model, cpu_signature
 from shortrun.models.base import OptimOptions
 from shortrun.models.registry import build_model
 from shortrun.speed.deconv import ImageLayer
+from shortrun.speed.layout import settle_layouts
 from shortrun.train.config import resolve
 
 
@@ -48,7 +49,7 @@ def compare(recipe: str, repeats: int) -> list[str]:
         info, x = data.info, data.train[:b]
     torch.manual_seed(0)
     ours = build_model(cfg, info)
-    ours.generator(torch.randn(2, cfg.model.nz))  # settles the layout
+    settle_layouts(ours, b)  # channels_last: auto, as the Trainer settles it
     plain = with_plain_last_layer(ours)
     models = {"route": ours, "convolution": plain}
     # the last layer alone, on the input the generator gives it

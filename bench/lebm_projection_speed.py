@@ -24,7 +24,7 @@ from shortrun.hardware import cpu_model, cpu_signature
 from shortrun.models.base import OptimOptions
 from shortrun.models.lebm_nets import LatentProjection
 from shortrun.models.registry import build_model
-from shortrun.speed.layout import FORMATS, chain_step
+from shortrun.speed.layout import FORMATS, chain_step, settle_layouts
 from shortrun.train.config import resolve
 
 
@@ -60,7 +60,7 @@ def main() -> None:
     cfg = resolve("lebm_svhn", [f"train.batch_size={args.batch}", *pin])
     x = torch.rand(args.batch, 3, 32, 32) * 2 - 1
     ours = build_model(cfg, SVHN)
-    ours.generator(torch.randn(2, cfg.model.nz))  # settles the layout (route measured or cached)
+    settle_layouts(ours, args.batch)  # the layout: pinned, measured or cached
     conv = as_convolution(ours)
     layout = ours.generator.layout
     print(f"{cpu_model()} ({cpu_signature()}); torch {torch.__version__}; {args.threads} "

@@ -162,6 +162,21 @@ def langevin_part(threads: int, rounds: int, quick: bool) -> list[dict]:
     return out
 
 
+def settling(model, batch: int, fn):
+    """``fn``, whose first call first hands ``model``'s ``channels_last: auto`` generator its
+    layout, under the candidate's routes, as the Trainer does before a run's first step."""
+    from shortrun.speed.layout import settle_layouts
+
+    pending = [True]
+
+    def call():
+        if pending:
+            settle_layouts(model, batch)
+            pending.clear()
+        return fn()
+    return call
+
+
 def generator_part(threads: int, rounds: int, quick: bool) -> list[dict]:
     import torch
 
@@ -187,7 +202,7 @@ def generator_part(threads: int, rounds: int, quick: bool) -> list[dict]:
                         m.register_forward_pre_hook(
                             lambda mod, _: os.environ.__setitem__("SHORTRUN_ROUTE_DECONV",
                                                                   mod.FAST))
-            return lambda: chain_step(net, z, target)
+            return settling(net, len(z), lambda: chain_step(net, z, target))
 
         auto = Cand("auto", step_on("auto"), switch=False)
         use_routes({}, "auto")
@@ -233,7 +248,7 @@ def lebm_part(threads: int, rounds: int, quick: bool) -> list[dict]:
         torch.manual_seed(0)
         model = build_model(cfg, SVHN)
         opts = model.configure_training(OptimOptions.from_train(cfg.train))
-        return lambda: model.training_step(x, 0, opts)
+        return settling(model, batch, lambda: model.training_step(x, 0, opts))
 
     ref = "official formulation"
     # each side settles its routes at its first (untimed) call and keeps them in its layers

@@ -29,6 +29,7 @@ from speed_common import Row, best, fp32_peak, interleave, not_run, spread, thre
 from shortrun.hardware import has_native_bf16
 from shortrun.models.base import OptimOptions
 from shortrun.models.registry import build_model
+from shortrun.speed.layout import settle_layouts
 from shortrun.train.config import resolve
 
 AUTHORS_ENV = "SHORTRUN_AUTHORS_LEBM"
@@ -110,6 +111,7 @@ def lebm_rows(thread_counts: list[int], repeats: int, batch: int,
     cfg = resolve("lebm_svhn", [f"train.batch_size={batch}", f"model.prior_steps={k0}",
                                 f"model.post_steps={k1}"])
     model = build_model(cfg, SVHN)
+    settle_layouts(model, batch)  # channels_last: auto, as the Trainer settles it
     opts = model.configure_training(OptimOptions.from_train(cfg.train))
     step = [0]
 
@@ -121,6 +123,8 @@ def lebm_rows(thread_counts: list[int], repeats: int, batch: int,
              "shortrun": ours}
     if has_native_bf16("cpu"):  # what train.precision=bf16 runs: autocast around the step
         model16 = build_model(cfg, SVHN)
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # as the Trainer: no timing in bf16
+            settle_layouts(model16, batch)
         opts16 = model16.configure_training(OptimOptions.from_train(cfg.train))
 
         def ours_bf16() -> None:

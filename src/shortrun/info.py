@@ -143,10 +143,9 @@ def conv_routes() -> list[str]:
     for label, kind, nz, ngf, batch in CONV_SHAPES:
         with torch.random.fork_rng(devices=[]):
             g = Generator(kind, nz, ngf, "auto")
-        z = torch.randn(batch, nz, 1, 1, generator=torch.Generator().manual_seed(0))
-        name = conv.layout_for(g.net, z, f"{kind}-nz{nz}-ngf{ngf}")
-        key = conv.LAYOUT.key(g.net, z, f"{kind}-nz{nz}-ngf{ngf}") or ""
-        lines.append(f"route conv ({label}): {name} ({_how(conv.FAMILY, key)})")
+        conv.settle_layouts(g, batch)
+        key = conv.LAYOUT.key(g.net, torch.zeros(batch, nz, 1, 1), f"{kind}-nz{nz}-ngf{ngf}")
+        lines.append(f"route conv ({label}): {g.layout} ({_how(conv.FAMILY, key or '')})")
     return lines
 
 
@@ -155,11 +154,13 @@ def deconv_routes() -> list[str]:
     layout settled: one generator forward plus the latent's gradient, as a chain step runs."""
     from shortrun.models.lebm_nets import Generator
     from shortrun.speed import deconv as fold_routes
+    from shortrun.speed.layout import settle_layouts
 
     lines = []
     for label, kind, nz, ngf, batch in DECONV_SHAPES:
         with torch.random.fork_rng(devices=[]):
             g = Generator(kind, nz, ngf, "auto")
+        settle_layouts(g, batch)
         z = torch.randn(batch, nz, generator=torch.Generator().manual_seed(0))
         with torch.enable_grad():
             z.requires_grad_(True)

@@ -14,8 +14,9 @@ from shortrun.errors import ConfigError
 from shortrun.fields import build_section
 from shortrun.models.base import Model
 from shortrun.models.registry import build_model, model_class
+from shortrun.speed.layout import settle_layouts
 from shortrun.train.checkpoint import load_checkpoint
-from shortrun.train.config import Config
+from shortrun.train.config import Config, TrainConfig
 from shortrun.train.rundir import LAST, read_config
 
 
@@ -47,6 +48,7 @@ def load_run(run_dir: Path, overrides: list[str] | None = None) -> LoadedRun:
     model = build_model(cfg, info)
     model.load_state_dict(state["model"])
     model.eval()
+    settle_layouts(model, cfg.train.batch_size)  # an LEBM generator's, as its training's
     return LoadedRun(cfg, model, int(state["step"]), Path(run_dir))
 
 
@@ -99,4 +101,5 @@ def load(path: str | Path, map_location: str | torch.device = "cpu",
     model.sample_steps = (raw.get("sample") or {}).get("steps")
     model.to(map_location)
     model.eval()
+    settle_layouts(model, (raw.get("train") or {}).get("batch_size", TrainConfig.batch_size))
     return model

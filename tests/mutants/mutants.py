@@ -1193,4 +1193,21 @@ MUTANTS = [
          tests=[T + "models/test_rbm_model.py::"
                 "test_bf16_precision_keeps_the_update_to_bf16_rounding"],
          why="under train.precision=bf16 the weight gradient is bfloat16 and cannot be set"),
+    # ---------------------------------------------------------------- lebm-layout (issue 42):
+    # the LEBM generator takes its layout; ``auto`` is settled outside it, before the first step
+    dict(id="layout_not_settled_by_the_trainer", file=SR + "train/trainer.py",
+         original="settle_layouts(self.model, t.batch_size)", replacement="pass",
+         tests=[T + "speed/test_layout_settled.py::"
+                "test_fit_settles_auto_before_the_first_chain_step_and_records_it",
+                T + "speed/test_layout_settled.py::test_fixed_routes_give_nhwc_without_timing"],
+         why="an auto generator trains in NCHW, neither measured nor on the fixed NHWC route"),
+    dict(id="layout_not_settled_on_load", file=SR + "run.py",
+         original="settle_layouts(model, cfg.train.batch_size)", replacement="model.eval()",
+         tests=[T + "speed/test_layout_settled.py::test_a_loaded_recipe_run_is_handed_its_layout"],
+         why="shortrun sample/eval run a loaded generator in NCHW whatever the run chose"),
+    dict(id="layout_settles_a_given_layout", file=SR + "speed/layout.py",
+         original='if getattr(m, "layout", "") is None]',
+         replacement='if hasattr(m, "set_layout")]',
+         tests=[T + "speed/test_layout.py::test_true_and_false_pin_the_layout_without_timing"],
+         why="channels_last true/false is overridden by a measurement"),
 ]

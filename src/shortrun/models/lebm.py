@@ -93,7 +93,7 @@ class LEBMOptions(DAMCRecipeKeys, LatentPriorOptions):
     llhd_sigma: float = fld(0.3, gt=0, doc="σ of the observation noise ε ~ N(0, σ²I)")
     channels_last: bool | str = fld("auto", choices=(True, False, "auto"),
                                     doc="true: NHWC generator, false: NCHW; auto: the faster "
-                                        "on this machine, measured at the first forward")
+                                        "here, measured once before the first chain")
     anomaly_score: str = fld("joint", choices=ANOMALY_SCORES,
                              doc="joint: −log p(x, z) (Pang et al. 2020); tilt: −f_α(z) alone; "
                                  "unweighted: ‖x − g(z)‖² + E_α(z) (Yu et al. 2023); all at "

@@ -16,7 +16,7 @@ from torch import nn
 
 from shortrun.errors import ConfigError
 from shortrun.speed.deconv import ImageLayer, LatentProjection
-from shortrun.speed.layout import FORMATS, layout_for
+from shortrun.speed.layout import FORMATS
 
 GENERATORS = ("auto", "mnist28", "svhn32", "celeba64")
 SHAPES = {"mnist28": (1, 28, 28), "svhn32": (3, 32, 32), "celeba64": (3, 64, 64)}
@@ -65,9 +65,9 @@ def pick_generator(kind: str, shape: tuple[int, ...]) -> str:
 class Generator(nn.Module):
     """``g_β(z)``: ``(B, nz)`` → ``(B, C, H, W)`` in [-1, 1].
 
-    ``channels_last``: True runs the convolutions in NHWC, False in NCHW, ``"auto"`` settles
-    the layout at the first forward pass by measurement (:mod:`shortrun.speed.layout`);
-    the arithmetic is the same up to float rounding."""
+    ``channels_last``: True/``"nhwc"`` runs the convolutions in NHWC, False/``"nchw"`` in NCHW
+    (the same arithmetic up to rounding); ``"auto"``: NCHW until handed a layout by ``set_layout``
+    (:func:`shortrun.speed.layout.settle_layouts` measures it). The generator never measures."""
 
     def __init__(self, kind: str, nz: int, ngf: int, channels_last: bool | str = False) -> None:
         super().__init__()
@@ -76,25 +76,20 @@ class Generator(nn.Module):
         for m in self.modules():
             if isinstance(m, nn.ConvTranspose2d):
                 nn.init.xavier_normal_(m.weight)
-        self.memory_format: torch.memory_format | None = None  # None: settled at first use
+        self.layout, self.memory_format = None, torch.contiguous_format  # auto: none handed yet
         if channels_last != "auto":
-            self.set_layout("nhwc" if channels_last else "nchw")
+            self.set_layout({True: "nhwc", False: "nchw"}.get(channels_last, channels_last))
 
     def set_layout(self, layout: str) -> None:
         """Run the convolutions in ``nchw`` or ``nhwc`` from now on (parameters keep their
         values and identity, so optimisers are unaffected)."""
-        self.memory_format = FORMATS[layout]
+        if layout not in FORMATS:
+            raise ConfigError(f"Generator layout {layout!r}: use 'nchw' or 'nhwc'")
+        self.memory_format, self.layout = FORMATS[layout], layout
         self.net.to(memory_format=self.memory_format)
-
-    @property
-    def layout(self) -> str | None:
-        """``nchw``, ``nhwc``, or None before an ``auto`` layout is settled."""
-        return {f: n for n, f in FORMATS.items()}.get(self.memory_format)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         z = z.reshape(z.shape[0], self.nz, 1, 1)
-        if self.memory_format is None:
-            self.set_layout(layout_for(self.net, z, f"{self.kind}-nz{self.nz}-ngf{self.ngf}"))
         return self.net(z.contiguous(memory_format=self.memory_format))
 
 

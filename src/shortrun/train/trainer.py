@@ -25,6 +25,7 @@ from shortrun.models.rbm_sgd import lr_decay
 from shortrun.models.registry import build_model
 from shortrun.speed import engine as routes
 from shortrun.speed import policy as route_policy
+from shortrun.speed.layout import settle_layouts
 from shortrun.train import checkpoint as ckpt
 from shortrun.train import distributed as dist
 from shortrun.train.batcher import EpochBatcher, gather_rows
@@ -107,6 +108,8 @@ class Trainer:
             model.sample_steps = cfg.sample.steps
         model.reference_data = self.data
         self.model: Model = model.to(self.device)
+        with self.autocast():  # where the first step's chains run: a layout before them
+            settle_layouts(self.model, t.batch_size)
         if self.dist.enabled:
             # every rank runs its own chains: a distinct random stream per rank
             torch.manual_seed(cfg.train.seed + 7919 * self.dist.rank)
