@@ -41,16 +41,6 @@ def ours(energy, x, steps):
     return langevin(energy, x, steps, S)[0]
 
 
-def ours_no_onednn(energy, x, steps):
-    """Ablation: the same fast path with oneDNN switched off (its products via F.linear/BLAS)."""
-    before = torch._C._get_mkldnn_enabled()
-    torch._C._set_mkldnn_enabled(False)
-    try:
-        return langevin(energy, x, steps, S)[0]
-    finally:
-        torch._C._set_mkldnn_enabled(before)
-
-
 def ours_autograd(energy, x, steps):
     return langevin(lambda z: energy(z), x, steps, S)[0]  # a plain callable: autograd path
 
@@ -91,7 +81,7 @@ def time_all(runners: dict, energy, x0, steps, repeats) -> dict[str, float]:
     """Best wall time per sampler; repeats are interleaved (A B C … A B C …) so that load from
     other processes on the shared machine hits every sampler alike."""
     for fn in runners.values():
-        fn(energy, x0.clone(), 2)  # warm-up at full size (oneDNN primitives, allocator)
+        fn(energy, x0.clone(), 2)  # warm-up at full size (allocator, BLAS buffers)
     best = dict.fromkeys(runners, math.inf)
     for _ in range(repeats):
         for name, fn in runners.items():
@@ -116,7 +106,6 @@ def main() -> None:
         q.requires_grad_(True)
     x0 = torch.randn(args.chains, 2)
     runners = {"shortrun langevin": lambda: ours,
-               "shortrun langevin (fast path, oneDNN off)": lambda: ours_no_onednn,
                "shortrun langevin (autograd path)": lambda: ours_autograd,
                "ebmkit LangevinDynamics": make_ebmkit,
                "TorchEBM LangevinDynamics": make_torchebm,

@@ -1,6 +1,6 @@
 """One epoch of CD-1 on MNIST (60,000 × 784, 500 hidden, batch 100): shortrun vs scikit-learn's
 BernoulliRBM (n_iter=1), side by side in one process, with the machine's fp32 matmul peak
-(NumPy, torch.mm and oneDNN) measured in the same run; also shortrun with
+(NumPy and torch.mm) measured in the same run; also shortrun with
 ``train.precision=bf16`` (bf16 products, float32 accumulation and parameters) against the bf16
 peak.
 
@@ -31,19 +31,14 @@ def mnist_binary(n: int) -> np.ndarray:
     return (x > 127.5).astype(np.float32)
 
 
-def matmul_peak(repeats: int, size: int = 2048) -> tuple[float, float, float]:
-    """Best GFLOP/s of an fp32 ``size³`` GEMM in NumPy, in PyTorch's ``torch.mm`` and in
-    oneDNN (``mkldnn._linear_pointwise``; 0 if unavailable)."""
-    from shortrun.speed.onednn import onednn_linear, onednn_usable
-
+def matmul_peak(repeats: int, size: int = 2048) -> tuple[float, float]:
+    """Best GFLOP/s of an fp32 ``size³`` GEMM in NumPy and in PyTorch's ``torch.mm``."""
     a = np.random.default_rng(0).random((size, size), dtype=np.float32)
     b = np.random.default_rng(1).random((size, size), dtype=np.float32)
     out = np.empty_like(a)
     ta, tb, to = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out)
-    best = [float("inf")] * 3
+    best = [float("inf")] * 2
     runs = [lambda: np.matmul(a, b, out=out), lambda: torch.mm(ta, tb, out=to)]
-    if onednn_usable(ta, tb):
-        runs.append(lambda: onednn_linear(ta, tb.t()))
     for _ in range(repeats * 2):
         for i, run in enumerate(runs):
             t = time.perf_counter()
@@ -94,16 +89,17 @@ def shortrun_epoch(x: torch.Tensor, bf16: bool = False) -> float:
 
 
 def bf16_peak(repeats: int, size: int = 2048) -> float:
-    """Best GFLOP/s of a bf16 ``size³`` oneDNN product (float32 accumulation); 0 if none."""
-    from shortrun.speed.onednn import onednn_usable
+    """Best GFLOP/s of a bf16 ``size³`` ``torch.mm`` (float32 accumulation); 0 where bf16 is
+    not native."""
+    from shortrun import hardware
 
-    if not onednn_usable(torch.zeros(1)):
+    if not hardware.has_native_bf16("cpu"):
         return 0.0
     a = torch.rand(size, size).bfloat16()
     best = float("inf")
     for _ in range(repeats * 2):
         t = time.perf_counter()
-        torch.ops.mkldnn._linear_pointwise(a, a, None, "none", [], "")
+        torch.mm(a, a)
         best = min(best, time.perf_counter() - t)
     return 2 * size**3 / best / 1e9
 
@@ -120,7 +116,7 @@ def main() -> None:
     x = torch.from_numpy(x_np)
     flop = FLOP_PER_UPDATE * (args.n // 100)
     times = {"sklearn": float("inf"), "shortrun": float("inf"), "shortrun_bf16": float("inf")}
-    peaks, peak16 = [0.0, 0.0, 0.0], 0.0
+    peaks, peak16 = [0.0, 0.0], 0.0
     for r in range(args.repeats):
         peak = matmul_peak(1)
         peaks = [max(a, b) for a, b in zip(peaks, peak, strict=True)]
@@ -131,13 +127,13 @@ def main() -> None:
             times["shortrun_bf16"] = min(times["shortrun_bf16"], shortrun_epoch(x, bf16=True))
         print(f"repeat {r + 1}: sklearn {times['sklearn']:.2f}s  shortrun {times['shortrun']:.2f}s"
               f"  bf16 {times['shortrun_bf16']:.2f}s  peak numpy {peaks[0]:.0f} "
-              f"torch.mm {peaks[1]:.0f} oneDNN {peaks[2]:.0f} oneDNN-bf16 {peak16:.0f} GFLOP/s",
+              f"torch.mm {peaks[1]:.0f} bf16 torch.mm {peak16:.0f} GFLOP/s",
               flush=True)
     best_peak = max(peaks)
     print(f"threads={args.threads}, {args.n} images = {args.n // 100} updates per pass "
           f"(best of {args.repeats}); an epoch of 60,000 is {60_000 / args.n:g}× a pass")
-    print(f"fp32 GEMM peak: numpy {peaks[0]:.1f}, torch.mm {peaks[1]:.1f}, "
-          f"oneDNN {peaks[2]:.1f} GFLOP/s; bf16 (oneDNN) {peak16:.1f} GFLOP/s")
+    print(f"fp32 GEMM peak: numpy {peaks[0]:.1f}, torch.mm {peaks[1]:.1f} GFLOP/s; "
+          f"bf16 (torch.mm) {peak16:.1f} GFLOP/s")
     for name, t in times.items():
         if t == float("inf"):
             continue

@@ -10,7 +10,8 @@ Parts and the families they measure (``shortrun.speed.engine.FAMILIES``):
   size (64 × 64 and 64 × 100, batch 10): ``rbm_step`` (the NumPy step against the torch step,
   whose products are ``torch.addmm``).
 - ``langevin``: one Langevin step of the 2-128-128-1 SiLU ``MLPEnergy`` on 10,000 and 256
-  chains: ``mlp``; also the plain autograd step (what remains without ``energy_and_grad``).
+  chains: no family (the ``mlp`` family was deleted); the hand-written ``energy_and_grad`` pass
+  against the plain autograd step.
 - ``generator``: one posterior-chain step of the ``lebm_mnist`` and ``lebm_svhn`` generators,
   forward plus the gradient in z, batch 100: ``conv`` (NHWC) and ``deconv`` (GEMM first layer,
   GEMM + col2im last layer).
@@ -20,10 +21,10 @@ Parts and the families they measure (``shortrun.speed.engine.FAMILIES``):
   is the graph and how much the routes.
 
 "plain torch" is every family on plain torch (``SHORTRUN_ROUTE_<FAMILY>`` pins: the torch
-step, ``F.linear``, NCHW, the transposed convolution). A candidate differs from its baseline in
+step, NCHW, the transposed convolution). A candidate differs from its baseline in
 one family. "fixed" is ``train.routes=fixed``; "auto" the routes the engine chose in this
 process from an empty route cache (its race ran under the same load).
-Routes a pin cannot name (``torch@1``, ``onednn@1``, ``numpy@1``) are set by replaying a record
+A route a pin cannot name (``numpy@1``) is set by replaying a record
 (``train.routes: RUN_DIR``). Each round runs every candidate once as a block of calls, in an
 order rotated from round to round; a candidate switched by pin or record runs one untimed call
 first. Reported: the median time per call over the rounds and its range; the gain = the
@@ -42,10 +43,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from route_race import BASE, Cand, chosen, others, race, replay_file, summary, use_routes
+from route_race import BASE, Cand, chosen, race, replay_file, summary, use_routes
 
 PARTS = ("cd1", "langevin", "generator", "lebm")
-PLAIN = {"rbm_step": "torch", "mlp": "torch", "conv": "nchw", "deconv": "conv"}
+PLAIN = {"rbm_step": "torch", "conv": "nchw", "deconv": "conv"}
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -146,19 +147,11 @@ def langevin_part(threads: int, rounds: int, quick: bool) -> list[dict]:
                 x[0] = langevin(fn, x[0], 1, 0.01)[0]
             return run
 
-        auto = Cand("auto", stepper(True))
-        use_routes({}, "auto")
-        auto.fn()
         cands = [Cand(BASE, stepper(True), pins=dict(PLAIN)),
-                 Cand("fixed", stepper(True), policy="fixed")]
-        cands += [Cand(f"mlp {n}", stepper(True), "mlp", pins=p, policy=pol)
-                  for n, p, pol in others("mlp", "torch", dict(PLAIN))]
-        cands += [auto, Cand("autograd step (no energy_and_grad)", stepper(False),
-                             pins=dict(PLAIN))]
-        seen = chosen("mlp|")
+                 Cand("autograd step (no energy_and_grad)", stepper(False), pins=dict(PLAIN))]
         times = race(cands, rounds, calls)
         out.append(summary(f"Langevin step, MLP 2-128-128-1 (SiLU), {rows:,} chains", threads,
-                           cands, times, calls, seen))
+                           cands, times, calls, {}))
     return out
 
 

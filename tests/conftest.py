@@ -76,13 +76,14 @@ def _quiet_threads():
 
 @pytest.fixture(autouse=True)
 def _pinned_routes(tmp_path_factory, monkeypatch):
-    """Results must not depend on timing: every test runs the products by the route they took
-    before routes were measured (oneDNN when usable, else the fixed order), and a measuring
-    test writes its route cache under a temporary folder, never the user's ~/.cache."""
+    """Results must not depend on timing: every test runs each family on its fixed route (the
+    route taken before routes were measured; ``torch`` is the ``rbm_step`` family's, and names
+    no route of the others, so they take theirs) and the LEBM generator in NHWC, and a
+    measuring test writes its route cache under a temporary folder, never the user's
+    ~/.cache."""
     from shortrun.speed import engine as routes
 
-    monkeypatch.setenv("SHORTRUN_ROUTE", "onednn")
-    monkeypatch.setenv("SHORTRUN_ROUTE_MLP", "onednn")  # oneDNN from 256 rows, as recorded
+    monkeypatch.setenv("SHORTRUN_ROUTE", "torch")
     monkeypatch.setenv("SHORTRUN_ROUTE_CONV", "nhwc")  # the LEBM generator's old default
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
     routes.forget()

@@ -1,9 +1,9 @@
 """``shortrun info``: what this machine and build do, so a speed claim can say where it ran.
 
 Prints the CPU model and the flags the GEMM kernels dispatch on, torch's threads, torch's and
-NumPy's BLAS builds, a measured float32 GEMM peak (a 1024³ product through ``torch.mm``,
-oneDNN and NumPy, best of a few; about a second), whether bf16 is native (and its oneDNN peak
-where it is), and the route each family takes here (rbm_step, mlp, conv, deconv).
+NumPy's BLAS builds, a measured float32 GEMM peak (a 1024³ product through ``torch.mm`` and
+NumPy, best of a few; about a second), whether bf16 is native (and its ``torch.mm`` peak where
+it is), and the route each family takes here (rbm_step, conv, deconv).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import torch
 from shortrun import hardware
 from shortrun.speed import cache
 from shortrun.speed import engine as routes
-from shortrun.speed.onednn import onednn_linear, onednn_linear_works
 from shortrun.speed.rbm_numpy import match_blas_threads
 
 PEAK_N = 1024
@@ -27,8 +26,6 @@ PEAK_N = 1024
 RBM_STEP_SHAPES = (("rbm_digits, PCD-1 centered 64×20, batch 50", 64, 20, 50,
                     dict(learning="pcd", centering=True, momentum=0.5, n_chains=100)),
                    ("MNIST CD-1, 784×500, batch 100", 784, 500, 100, dict(learning="cd")))
-# the MLP energy's fast pass: (label, chains, input dim, width, depth)
-MLP_SHAPES = (("Langevin, 10,000 chains 2→128→128→1", 10_000, 2, 128, 2),)
 # the LEBM generator's chain step: (label, generator, nz, ngf, batch)
 CONV_SHAPES = (("lebm_svhn, batch 100", "svhn32", 100, 64, 100),)
 # the generators whose first and last layers take a deconv route: as CONV_SHAPES
@@ -70,20 +67,17 @@ def _gflops(fn: Callable[[], object], n: int) -> float:
 
 
 def gemm_peaks(n: int | None = None) -> dict[str, float]:
-    """GFLOP/s of an ``n``³ (default :data:`PEAK_N`) float32 product per route, and bf16
-    through oneDNN where bf16 is native."""
+    """GFLOP/s of an ``n``³ (default :data:`PEAK_N`) float32 product by torch and NumPy, and
+    bf16 by torch where bf16 is native."""
     n = n or PEAK_N
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
     out = {"torch.mm": _gflops(lambda: torch.mm(a, b), n)}
-    if torch.backends.mkldnn.is_available() and onednn_linear_works(torch.float32):
-        out["oneDNN"] = _gflops(lambda: onednn_linear(a, b.t()), n)
     an, bn = a.numpy(), b.numpy()
     out["NumPy"] = _gflops(lambda: np.matmul(an, bn), n)
-    if hardware.has_native_bf16("cpu") and onednn_linear_works(torch.bfloat16):
+    if hardware.has_native_bf16("cpu"):
         a16, b16 = a.bfloat16(), b.bfloat16()
-        out["oneDNN bf16"] = _gflops(
-            lambda: onednn_linear(a16, b16.t()), n)
+        out["torch.mm bf16"] = _gflops(lambda: torch.mm(a16, b16), n)
     return out
 
 
@@ -115,22 +109,6 @@ def rbm_step_routes() -> list[str]:
         name = step_route(tensors, v, opts).name
         lines.append(f"route rbm_step ({label}): {name} "
                      f"({_how(FAMILY, RBM_STEP.key(tensors, v, opts))})")
-    return lines
-
-
-def mlp_routes() -> list[str]:
-    """The route of the MLP energy's fast pass (Langevin) for each shape."""
-    from shortrun.energies import MLPEnergy
-    from shortrun.speed import mlp
-
-    lines = []
-    for label, n, d, width, depth in MLP_SHAPES:
-        with torch.random.fork_rng(devices=[]):
-            energy = MLPEnergy(d, width, depth)
-        x = torch.randn(n, d, generator=torch.Generator().manual_seed(0))
-        name = mlp.route_for(energy, x).name
-        how = _how(mlp.FAMILY, mlp.MLP_PASS.key(energy, x) or "")
-        lines.append(f"route mlp ({label}): {name} ({how})")
     return lines
 
 
@@ -199,20 +177,18 @@ def info_lines() -> list[str]:
         f"torch: {torch.__version__}, {threads} "
         f"(interop {torch.get_num_interop_threads()})",
         f"torch BLAS: {build['blas']}",
-        f"torch oneDNN: {build['onednn']} (enabled: {torch.backends.mkldnn.enabled}, "
-        f"linear probe: {'passes' if onednn_linear_works() else 'fails'}), "
+        f"torch oneDNN: {build['onednn']} (enabled: {torch.backends.mkldnn.enabled}), "
         f"CPU capability {build['capability']}",
         f"NumPy BLAS: {numpy_blas()}",
         "bf16 native: " + ("yes" if missing is None else f"no (needs {missing})"),
         f"fp32 GEMM peak ({PEAK_N}³, {threads}): "
         + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items() if "bf16" not in k),
     ]
-    if "oneDNN bf16" in peaks:
+    if "torch.mm bf16" in peaks:
         lines.append(f"bf16 GEMM peak ({PEAK_N}³, {threads}): "
-                     f"oneDNN {peaks['oneDNN bf16']:.0f} GFLOP/s")
-    lines += rbm_step_routes() + mlp_routes() + conv_routes() + deconv_routes()
+                     f"torch.mm {peaks['torch.mm bf16']:.0f} GFLOP/s")
+    lines += rbm_step_routes() + conv_routes() + deconv_routes()
     pins = ", ".join(f"SHORTRUN_ROUTE_{f.upper()}={'|'.join(r)}"
                      for f, r in routes.FAMILIES.items())
-    lines += [f"route cache: {cache.cache_path()} (safe to delete; {pins} pin one family; "
-              f"a second thread must win by {routes.THREAD_MARGIN:g}×)"]
+    lines += [f"route cache: {cache.cache_path()} (safe to delete; {pins} pin one family)"]
     return lines

@@ -114,12 +114,13 @@ def fingerprint_state(state: dict[str, torch.Tensor]) -> dict:
 
 @contextmanager
 def old_product_route():
-    """Every family pinned by ``SHORTRUN_ROUTE=onednn`` (the MLP pass by its fixed rule, the
-    others on their fixed routes), not by a timing that may pick another summation order."""
+    """Every family on its fixed route, pinned by ``SHORTRUN_ROUTE=torch`` (the ``rbm_step``
+    family's fixed route; it names no route of the others), not by a timing that may pick
+    another summation order."""
     from shortrun.speed import engine as routes
 
     before = os.environ.get("SHORTRUN_ROUTE")
-    os.environ["SHORTRUN_ROUTE"] = "onednn"
+    os.environ["SHORTRUN_ROUTE"] = "torch"
     routes.forget()
     try:
         yield

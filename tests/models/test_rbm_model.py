@@ -61,10 +61,8 @@ def test_closed_form_update_equals_autograd_of_free_energy_gap(tmp_path, centeri
 def test_bf16_precision_keeps_the_update_to_bf16_rounding(tmp_path, mkldnn_enabled):
     """train.precision=bf16: the products run in bfloat16 (float32 accumulation) and the weight
     gradient stays within bf16 rounding (2⁻⁸ relative) of the float32 one for the same states."""
-    from shortrun.speed.onednn import onednn_linear_works
-
-    if not (torch.backends.mkldnn.is_available() and onednn_linear_works()):
-        pytest.skip("no usable oneDNN linear in this torch build")
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("no oneDNN in this torch build")
     mkldnn_enabled(True)
     t = build("rbm_digits", "train.precision=bf16", tmp_path=tmp_path)
     model = t.model

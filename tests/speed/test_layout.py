@@ -120,7 +120,7 @@ def test_true_and_false_pin_the_layout_without_timing(setting, layout, unpinned,
 
 @pytest.mark.parametrize(("env", "value", "layout"), [
     ("SHORTRUN_ROUTE_CONV", "nchw", "nchw"), ("SHORTRUN_ROUTE_CONV", "nhwc", "nhwc"),
-    ("SHORTRUN_ROUTE", "onednn", "nhwc")])  # another family's route: the fixed NHWC
+    ("SHORTRUN_ROUTE", "onednn", "nhwc")])  # a deleted family's route: the fixed NHWC
 def test_pins_settle_auto_without_timing(env, value, layout, unpinned, monkeypatch):
     monkeypatch.setenv(env, value)
     monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("timed"))

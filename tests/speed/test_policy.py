@@ -45,9 +45,10 @@ def test_fixed_pins_every_family_to_its_fixed_route_and_auto_pins_none():
 
 
 def test_an_environment_pin_still_wins_over_the_policy(monkeypatch):
-    monkeypatch.setenv("SHORTRUN_ROUTE_MLP", "torch")
+    monkeypatch.setenv("SHORTRUN_ROUTE_RBM_STEP", "numpy")
     route_policy.use("fixed")
-    assert routes.pinned_route("mlp") == "torch" and routes.pinned_route("rbm_step") == routes.FIXED
+    assert routes.pinned_route("rbm_step") == "numpy"
+    assert routes.pinned_route("conv") == routes.FIXED
 
 
 @pytest.mark.parametrize("value, says", [

@@ -233,7 +233,7 @@ def test_training_step_takes_the_chosen_route_once_settled(unpinned, monkeypatch
     ({"SHORTRUN_ROUTE_RBM_STEP": "numpy"}, "numpy"),
     ({"SHORTRUN_ROUTE_RBM_STEP": "torch"}, "torch"),
     ({"SHORTRUN_ROUTE": "numpy"}, "numpy"),
-    ({"SHORTRUN_ROUTE": "onednn"}, "torch"),  # another family's route: the fixed torch step
+    ({"SHORTRUN_ROUTE": "onednn"}, "torch"),  # a deleted family's route: the fixed torch step
 ])
 def test_pins_decide_without_timing(env, route, unpinned, monkeypatch):
     monkeypatch.setattr(routes, "measure", lambda name, fn: pytest.fail("timed a pinned route"))

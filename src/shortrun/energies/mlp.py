@@ -3,11 +3,8 @@
 With SiLU activations (the default) it also offers :meth:`MLPEnergy.energy_and_grad`, the energy
 and its input gradient in one explicit forward-and-backward pass under ``no_grad`` (no autograd
 graph); the Langevin kernel uses it when present, which is where most of a chain's time goes.
-It is checked against autograd in the tests (tests/energies/test_mlp_energy.py).
-
-The pass's matrix products run by the route the ``mlp`` family of :mod:`shortrun.speed.mlp`
-settles (torch's BLAS or oneDNN, chosen by measurement after a float64 cross-check): same
-arithmetic, a different summation order.
+It is checked against autograd in the tests (tests/energies/test_mlp_energy.py). Its matrix
+products are plain ``F.linear`` calls.
 """
 
 from __future__ import annotations
@@ -15,18 +12,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-from shortrun.speed.mlp import route_for
-from shortrun.speed.onednn import onednn_linear
-
-
-def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
-            onednn: bool) -> torch.Tensor:
-    """``x @ w.T + b`` (``F.linear``), through oneDNN where ``onednn``."""
-    if onednn:
-        return onednn_linear(x, w.contiguous(), b)
-    return F.linear(x, w, b)
-
 
 # ``aten.silu_backward`` is ATen's fused SiLU derivative (one pass, what autograd itself runs). It
 # is not public API, so a torch without it gets the same derivative from public element-wise ops:
@@ -84,50 +69,47 @@ class MLPEnergy(nn.Module):
         One forward pass keeps the pre-activations ``zₗ``; the backward pass is the chain rule
         written out, ``g ← (g ⊙ silu′(zₗ)) Wₗ`` from ``g = w_out``, with ATen's fused
         ``silu_backward`` (one pass, as autograd does) and no graph bookkeeping. Rows are done
-        in blocks of :attr:`block_rows` so that the activations stay in cache; the products
-        take the route :func:`shortrun.speed.mlp.route_for` settles.
+        in blocks of :attr:`block_rows` so that the activations stay in cache.
         """
         # Under autocast (train.precision=bf16) autograd applies the cast policy op by op;
         # the hand-written pass would mix dtypes, so it steps aside.
         if not self._fast_grad or torch.is_autocast_enabled(x.device.type):
             return None
         flat = x.flatten(1)
-        energy, grad = route_for(self, flat)(self, flat)
+        energy, grad = self._fast_pass(flat)
         return energy, grad.reshape(x.shape)
 
-    def pass_with(self, flat: torch.Tensor, onednn: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """The fast pass over ``(n, d)`` rows with the products through oneDNN or not."""
+    def _fast_pass(self, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fast pass over ``(n, d)`` rows, block by block on CPU."""
         linears = [m for m in self.net if isinstance(m, nn.Linear)]
         n = flat.shape[0]
         # Backward products g @ W = linear(g, Wᵀ): transpose each weight once per call.
-        weights_t = [lin.weight.t().contiguous() if onednn else lin.weight.t()
-                     for lin in linears[:-1]]
+        weights_t = [lin.weight.t() for lin in linears[:-1]]
         last = linears[-1]
         w_out, b_out = last.weight[0], last.bias
         # blocks keep a CPU's activations in cache; on a GPU they only multiply the kernel
         # launches (bench/README.md)
         if n <= self.block_rows or flat.device.type != "cpu":
-            return self._energy_and_grad_rows(flat, linears, weights_t, w_out, b_out, onednn)
+            return self._energy_and_grad_rows(flat, linears, weights_t, w_out, b_out)
         energy = flat.new_empty(n)
         grad = torch.empty_like(flat)
         blocks = -(-n // self.block_rows)
         bounds = [n * k // blocks for k in range(blocks + 1)]  # near-equal blocks
         for i, j in zip(bounds[:-1], bounds[1:], strict=True):
-            e, g = self._energy_and_grad_rows(flat[i:j], linears, weights_t, w_out, b_out,
-                                              onednn)
+            e, g = self._energy_and_grad_rows(flat[i:j], linears, weights_t, w_out, b_out)
             energy[i:j] = e
             grad[i:j] = g
         return energy, grad
 
     @staticmethod
-    def _energy_and_grad_rows(h, linears, weights_t, w_out, b_out, onednn):
+    def _energy_and_grad_rows(h, linears, weights_t, w_out, b_out):
         pre = []
         for lin in linears[:-1]:
-            z = _linear(h, lin.weight, lin.bias, onednn)
+            z = F.linear(h, lin.weight, lin.bias)
             pre.append(z)
             h = F.silu(z)
         energy = torch.addmv(b_out, h, w_out) if b_out is not None else h @ w_out
         g = w_out.expand(h.shape[0], -1)
         for w_t, z in zip(reversed(weights_t), reversed(pre), strict=True):
-            g = _linear(_silu_backward(g, z), w_t, None, onednn)
+            g = F.linear(_silu_backward(g, z), w_t)
         return energy, g

@@ -20,14 +20,15 @@ T = TypeVar("T")
 REPEATS = 5
 BUDGET_S = 0.05  # per candidate and block: stop repeating once it has used this much
 ROUNDS = 3  # interleaved rounds: a burst of a neighbour's load can slow one block severalfold
-THREAD_MARGIN = 1.25  # a multi-thread candidate must be this much faster than one thread
 FIXED = "fixed"  # pinned_route's answer for a family the global pin names no route of
 # every family and the routes a pin may name (a pin's error lists them all, whichever
 # families this process has imported)
-FAMILIES: dict[str, tuple[str, ...]] = {"mlp": ("torch", "onednn"),
-                                        "conv": ("nchw", "nhwc"),
+FAMILIES: dict[str, tuple[str, ...]] = {"conv": ("nchw", "nhwc"),
                                         "deconv": ("conv", "fold", "gemm"),
                                         "rbm_step": ("torch", "numpy")}
+# routes of deleted families (bench/README.md, "Route gains per family"): a global pin of one
+# still puts every family on its fixed route, as it did, so old scripts keep running
+RETIRED: tuple[str, ...] = ("onednn",)
 
 MEMO: dict[tuple, Chosen] = {}  # per-call memo of the routed families: one dict lookup
 _memory: dict[str, dict] = {}  # key -> {"name", "us"} or {"name", "rule"}: this process
@@ -43,7 +44,6 @@ class Family:
     name: str = ""
     routes: tuple[str, ...] = ()
     impls: dict[str, Callable[..., Any]] = {}
-    pin_as: dict[str, str] = {}  # a pinned name run by another impl (mlp: onednn -> fixed)
 
     def candidates(self, *args: Any) -> list[str]:
         """The routes (names in :attr:`impls`) that apply to this call."""
@@ -93,7 +93,7 @@ def pinned_route(family: str, choices: tuple[str, ...] | None = None) -> str | N
     if value in choices:
         return value
     known = list(dict.fromkeys(r for rs in (choices, *FAMILIES.values()) for r in rs))
-    if value in known:
+    if value in known or value in RETIRED:
         return FIXED
     raise ConfigError(f"SHORTRUN_ROUTE={value} is not a route; use one of {', '.join(known)}, "
                       "or unset it to choose by measurement")
@@ -105,7 +105,7 @@ def settle(family: Family, *args: Any) -> Chosen:
     pinned = pinned_route(family.name, family.routes)
     if pinned is not None:
         name = pinned if pinned in names else family.fixed(*args)
-        return Chosen(family.pin_as.get(name, name), family.impls)
+        return Chosen(name, family.impls)
     key = family.key(*args)
     if key is None:
         return Chosen(family.fixed(*args), family.impls)
@@ -172,18 +172,6 @@ def threads_of(name: str, threads: int | None = None) -> int:
     return 1 if name.endswith("@1") else (threads or torch.get_num_threads())
 
 
-def pick(times: dict[str, float]) -> str:
-    """The fastest candidate, except that one on more threads must beat the fastest
-    one-thread candidate by :data:`THREAD_MARGIN`."""
-    best = min(times, key=times.__getitem__)
-    single = [n for n in times if threads_of(n) == 1]
-    if single and threads_of(best) > 1:
-        best_single = min(single, key=times.__getitem__)
-        if times[best_single] <= THREAD_MARGIN * times[best]:
-            return best_single
-    return best
-
-
 def on_threads(fn: Callable[..., T], threads: int) -> Callable[..., T]:
     """``fn`` run with torch at ``threads`` threads for the one call."""
     def run(*args: object) -> T:
@@ -194,11 +182,6 @@ def on_threads(fn: Callable[..., T], threads: int) -> Callable[..., T]:
         finally:
             torch.set_num_threads(before)
     return run
-
-
-def with_one_thread(impls: dict[str, Callable[..., T]]) -> dict[str, Callable[..., T]]:
-    """``impls`` and each at one thread (``route@1``)."""
-    return {**impls, **{f"{n}@1": on_threads(f, 1) for n, f in impls.items()}}
 
 
 def choose(key: str, trials: dict[str, Callable[[], object] | None]) -> str:
@@ -220,13 +203,13 @@ def choose(key: str, trials: dict[str, Callable[[], object] | None]) -> str:
 
 def race(key: str, trials: dict[str, Callable[[], object]]) -> str:
     """Time every trial in :data:`ROUNDS` interleaved rounds; keep the fastest by its median
-    block (:func:`pick`), in memory and in the cache file."""
+    block, in memory and in the cache file."""
     blocks: dict[str, list[float]] = {name: [] for name in trials}
     for _ in range(ROUNDS):
         for name, trial in trials.items():
             blocks[name].append(measure(name, trial))
     times = {name: sorted(ts)[(len(ts) - 1) // 2] for name, ts in blocks.items()}
-    best = pick(times)
+    best = min(times, key=times.__getitem__)
     entry = {"name": best, "us": {n: round(t * 1e6, 1) for n, t in times.items()}}
     _memory[key] = entry
     cache.store(key, entry)

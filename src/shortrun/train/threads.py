@@ -1,9 +1,8 @@
 """Threads chosen for the work: a run whose first step used only decided routes that run on
 one thread runs on one thread.
 
-The engine (:mod:`shortrun.speed.engine`) races each hot product at torch's thread count and at
-one (a second thread must win by :data:`~shortrun.speed.engine.THREAD_MARGIN`), and the
-``rbm_step`` size rule puts a small RBM's update on one BLAS thread. When every route the first
+The ``rbm_step`` size rule (:mod:`shortrun.speed.rbm_step`) puts a small RBM's update on one
+BLAS thread (``numpy@1``). When every route the first
 step used (:data:`shortrun.speed.engine.MEMO`) was decided so (raced, cached, replayed or by a
 size rule) and runs on one thread, the step's remaining work is as small, and each parallel
 region costs a thread wake-up: a scheduler slice on a loaded machine. So the rest of the run
