@@ -83,7 +83,7 @@ class MLPEnergy(nn.Module):
         """The fast pass over ``(n, d)`` rows, block by block on CPU."""
         linears = [m for m in self.net if isinstance(m, nn.Linear)]
         n = flat.shape[0]
-        # Backward products g @ W = linear(g, Wᵀ): transpose each weight once per call.
+        # Backward products g @ W = linear(g, Wᵀ), with Wᵀ a view (no copy).
         weights_t = [lin.weight.t() for lin in linears[:-1]]
         last = linears[-1]
         w_out, b_out = last.weight[0], last.bias
